@@ -1,0 +1,49 @@
+"""chatkeep: durable, multi-tenant chat sessions with a history inside a token budget.
+
+Start with ``Chatkeep(database_url)``; see README.md for the tour.
+"""
+
+from chatkeep.app import Chatkeep
+from chatkeep.config import Config
+from chatkeep.errors import (
+    ChatkeepError,
+    ConfigError,
+    DistillationError,
+    InvalidMessage,
+    InvalidReference,
+    InvalidTokens,
+    ModelError,
+    PrivacyError,
+    SessionClosed,
+    SessionNotFound,
+    StoreError,
+)
+from chatkeep.history import HistoryCompressor
+from chatkeep.messages import Message, Role, ToolCall, Usage
+from chatkeep.refs import Ref
+from chatkeep.sessions import ChatSession
+
+__all__ = [
+    "ChatSession",
+    "Chatkeep",
+    "ChatkeepError",
+    "Config",
+    "ConfigError",
+    "DistillationError",
+    "HistoryCompressor",
+    "InvalidMessage",
+    "InvalidReference",
+    "InvalidTokens",
+    "Message",
+    "ModelError",
+    "PrivacyError",
+    "Ref",
+    "Role",
+    "SessionClosed",
+    "SessionNotFound",
+    "StoreError",
+    "ToolCall",
+    "Usage",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,270 @@
+"""Configuration: ``chat``, ``llm``, ``memory`` and ``privacy`` sections.
+
+Settable from a dict, from ``CHATKEEP_<SECTION>__<KEY>`` environment variables,
+or from a TOML file (``[chat]``, ``[llm]`` ... tables). Unknown keys and values
+of the wrong type raise ``ConfigError`` instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Self, get_type_hints
+
+from chatkeep.errors import ConfigError
+
+
+@dataclass
+class ChatConfig:
+    """History budget and compression settings."""
+
+    max_history_tokens: int = 6000
+    """Budget for system prompt + summary + replayed messages."""
+    recent_messages_min: int = 4
+    """The last N replayable messages always go verbatim."""
+    compress_target: float = 0.6
+    """After compressing, aim for this fraction of the budget (hysteresis)."""
+    summary_max_tokens: int = 600
+    """Length the summariser is asked to stay within."""
+    language: str = "English"
+    """Language the summary is written in."""
+    summary_model: str = "gpt-4o-mini"
+    """The cheap model used to summarise."""
+
+    def validate(self) -> None:
+        if self.max_history_tokens <= 0:
+            raise ConfigError("chat.max_history_tokens must be positive")
+        if self.recent_messages_min < 0:
+            raise ConfigError("chat.recent_messages_min must be >= 0")
+        if not 0.0 < self.compress_target <= 1.0:
+            raise ConfigError("chat.compress_target must be in (0, 1]")
+        if self.summary_max_tokens <= 0:
+            raise ConfigError("chat.summary_max_tokens must be positive")
+        if self.summary_max_tokens >= self.compress_target * self.max_history_tokens:
+            raise ConfigError(
+                "chat.summary_max_tokens must be below compress_target * max_history_tokens "
+                f"({self.summary_max_tokens} >= {self.compress_target * self.max_history_tokens:g})"
+                ": the summary alone would fill the budget")
+
+
+@dataclass
+class LLMConfig:
+    """An OpenAI-compatible endpoint (OpenAI, Azure, Ollama, vLLM, LiteLLM proxy)."""
+
+    base_url: str | None = None
+    """``None`` = the SDK default (or ``OPENAI_BASE_URL``)."""
+    api_key: str | None = None
+    """``None`` = ``OPENAI_API_KEY``; with neither, chatkeep runs offline."""
+    timeout: float = 30.0
+    """Seconds before a model call is abandoned."""
+    max_retries: int = 2
+    """Retries the SDK makes on connection errors and 429/5xx."""
+
+    def validate(self) -> None:
+        if self.timeout <= 0:
+            raise ConfigError("llm.timeout must be positive")
+        if self.max_retries < 0:
+            raise ConfigError("llm.max_retries must be >= 0")
+
+
+@dataclass
+class MemoryConfig:
+    """Distillation into durable memories, and recall."""
+
+    distil_on_compress: bool = True
+    """Dispatch the distiller after every successful compression."""
+    distil_model: str = "gpt-4o-mini"
+    """Model that extracts facts."""
+    sweep_idle_after: timedelta = timedelta(minutes=30)
+    """Sessions idle this long with undistilled messages are swept."""
+    sweep_batch_size: int = 100
+    """At most this many sessions per sweep run."""
+    recall_limit: int = 10
+    """Default number of memories recall returns."""
+    recall_in_history: bool = False
+    """Put recalled memories into the system message of ``build_history``."""
+
+    def validate(self) -> None:
+        if self.sweep_batch_size <= 0:
+            raise ConfigError("memory.sweep_batch_size must be positive")
+        if self.recall_limit <= 0:
+            raise ConfigError("memory.recall_limit must be positive")
+        if self.sweep_idle_after < timedelta(0):
+            raise ConfigError("memory.sweep_idle_after must not be negative")
+
+
+@dataclass
+class PrivacyConfig:
+    """PII redaction for everything that leaves for a model."""
+
+    anonymize_pii: bool = False
+    """The application-wide switch (off by default); sessions have their own (on)."""
+    phone_regions: tuple[str, ...] = ("US", "GB", "ES", "DE", "FR")
+    """Regions whose national phone formats are recognised."""
+    encryption_key: str | None = None
+    """Fernet key to encrypt placeholder mappings at rest (needs ``chatkeep[encryption]``)."""
+    ner: bool = False
+    """Also detect person names and places with Presidio (needs ``chatkeep[ner]``)."""
+
+    def validate(self) -> None:
+        for region in self.phone_regions:
+            if not (isinstance(region, str) and len(region) == 2 and region.isupper()):
+                raise ConfigError(f"privacy.phone_regions: {region!r} is not a 2-letter region")
+
+
+@dataclass
+class Config:
+    """All of chatkeep's settings; every section has working defaults."""
+
+    chat: ChatConfig = field(default_factory=ChatConfig)
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
+
+    def validate(self) -> Self:
+        self.chat.validate()
+        self.llm.validate()
+        self.memory.validate()
+        self.privacy.validate()
+        return self
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Config:
+        """Build from ``{"chat": {...}, "memory": {...}}``; unknown keys raise ``ConfigError``."""
+        return cls().merged(data)
+
+    def merged(self, data: Mapping[str, Any]) -> Config:
+        """A copy with ``data`` applied on top."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"config must be a mapping, got {type(data).__name__}")
+        sections = {f.name for f in fields(self)}
+        updated = {}
+        for section_name, values in data.items():
+            if section_name not in sections:
+                raise ConfigError(
+                    f"unknown config section {section_name!r} (expected {sorted(sections)})"
+                )
+            if not isinstance(values, Mapping):
+                raise ConfigError(f"config section {section_name!r} must be a mapping")
+            section = getattr(self, section_name)
+            updated[section_name] = _apply(section, section_name, values)
+        return dataclasses.replace(self, **updated).validate()
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
+        """Read ``CHATKEEP_CHAT__MAX_HISTORY_TOKENS=8000`` style variables."""
+        return cls().merged(_env_dict(os.environ if environ is None else environ))
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> Config:
+        """Read a TOML file with ``[chat]``, ``[llm]``, ``[memory]``, ``[privacy]`` tables."""
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+        return cls.from_dict(data)
+
+    @classmethod
+    def load(cls, data: Mapping[str, Any] | Config | None = None,
+             toml_path: str | Path | None = None,
+             environ: Mapping[str, str] | None = None) -> Config:
+        """Defaults, then the TOML file (or ``CHATKEEP_CONFIG``), then env, then ``data``."""
+        env = os.environ if environ is None else environ
+        if isinstance(data, Config):
+            return data.validate()
+        config = cls()
+        path = toml_path or env.get("CHATKEEP_CONFIG")
+        if path:
+            config = cls.from_toml(path)
+        config = config.merged(_env_dict(env))
+        if data:
+            config = config.merged(data)
+        return config
+
+
+def _env_dict(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for name, value in environ.items():
+        if not name.startswith("CHATKEEP_") or "__" not in name:
+            continue
+        section, _, key = name[len("CHATKEEP_"):].partition("__")
+        out.setdefault(section.lower(), {})[key.lower()] = value
+    return out
+
+
+def _apply(section: Any, section_name: str, values: Mapping[str, Any]) -> Any:
+    hints = get_type_hints(type(section))
+    known = {f.name for f in fields(section)}
+    changes = {}
+    for key, raw in values.items():
+        if key not in known:
+            raise ConfigError(
+                f"unknown config key {section_name}.{key} (expected one of {sorted(known)})"
+            )
+        changes[key] = _coerce(raw, hints[key], f"{section_name}.{key}")
+    return dataclasses.replace(section, **changes)
+
+
+def _coerce(raw: Any, hint: Any, name: str) -> Any:
+    text = raw.strip() if isinstance(raw, str) else None
+    if hint is bool:
+        if isinstance(raw, bool):
+            return raw
+        if text is not None and text.lower() in {"1", "true", "yes", "on"}:
+            return True
+        if text is not None and text.lower() in {"0", "false", "no", "off"}:
+            return False
+    elif hint is int:
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            return raw
+        if text is not None and text.lstrip("-").isdigit():
+            return int(text)
+    elif hint is float:
+        if isinstance(raw, int | float) and not isinstance(raw, bool):
+            return float(raw)
+        if text is not None:
+            try:
+                return float(text)
+            except ValueError:
+                pass
+    elif hint is str:
+        if isinstance(raw, str):
+            return raw
+    elif hint == str | None:
+        if raw is None or isinstance(raw, str):
+            return raw or None
+    elif hint is timedelta:
+        if isinstance(raw, timedelta):
+            return raw
+        if isinstance(raw, int | float) and not isinstance(raw, bool):
+            return timedelta(seconds=raw)
+        if text is not None:
+            return _parse_duration(text, name)
+    elif hint == tuple[str, ...]:
+        if isinstance(raw, list | tuple) and all(isinstance(x, str) for x in raw):
+            return tuple(raw)
+        if text is not None:
+            return tuple(part.strip() for part in text.split(",") if part.strip())
+    raise ConfigError(f"{name}: cannot use {raw!r} as {getattr(hint, '__name__', hint)}")
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _parse_duration(text: str, name: str) -> timedelta:
+    """``"90"`` (seconds), ``"30m"``, ``"2h"``, ``"1d"``."""
+    unit = text[-1:].lower()
+    number = text[:-1] if unit in _UNITS else text
+    try:
+        value = float(number)
+    except ValueError:
+        raise ConfigError(f"{name}: {text!r} is not a duration like 30m, 2h or 90") from None
+    return timedelta(seconds=value * _UNITS.get(unit, 1))

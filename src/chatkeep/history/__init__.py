@@ -1,0 +1,18 @@
+"""History: fit a conversation into a token budget by folding old turns into a summary."""
+
+from chatkeep.history.compressor import HistoryCompressor, OutboundFilter
+from chatkeep.history.summarizer import (
+    ExtractiveSummarizer,
+    LLMSummarizer,
+    Summarizer,
+    SummaryResult,
+)
+
+__all__ = [
+    "ExtractiveSummarizer",
+    "HistoryCompressor",
+    "LLMSummarizer",
+    "OutboundFilter",
+    "Summarizer",
+    "SummaryResult",
+]

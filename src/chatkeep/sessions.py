@@ -1,0 +1,289 @@
+"""``ChatSession``: one conversation, bound to the store, and ``SessionService`` to find them.
+
+A session is a thin handle over its database row: every ``add_*`` is one
+transaction that assigns the message's ``seq`` and moves the token ledger, and
+the handle keeps the row snapshot the write returned. Another process's writes
+show after ``refresh()``; ``messages`` always reads the database.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from chatkeep.errors import InvalidMessage, InvalidTokens
+from chatkeep.messages import (
+    Message,
+    Role,
+    ToolCall,
+    Usage,
+    assistant_turn_from_response,
+    parse_tool_calls,
+)
+from chatkeep.refs import Ref, require_ref
+from chatkeep.store.repository import BilledUsage, Repository, SessionRow
+from chatkeep.tokens import HeuristicCounter, TokenCounter
+
+PURPOSES = ("chat", "summary", "distil", "manual")
+
+
+def _check_tokens(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidTokens(f"{what} must be an int, got {type(value).__name__}")
+    if value < 0:
+        raise InvalidTokens(f"{what} must not be negative, got {value}")
+    return value
+
+
+class ChatSession:
+    """A conversation: tenant, actor and subject references, messages, tokens, summary."""
+
+    def __init__(self, repository: Repository, row: SessionRow,
+                 counter: TokenCounter | None = None) -> None:
+        self._repo = repository
+        self._row = row
+        self._counter = counter or HeuristicCounter()
+
+    def __repr__(self) -> str:
+        return (f"ChatSession(id={self.id!r}, tenant={self.tenant}, actor={self.actor}, "
+                f"subject={self.subject}, messages={self._row.last_seq})")
+
+    # -- identity and state ----------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return self._row.id
+
+    @property
+    def tenant(self) -> Ref:
+        """Who owns the conversation and is billed for it (always set)."""
+        return self._row.tenant
+
+    @property
+    def actor(self) -> Ref | None:
+        """Who speaks; ``None`` for an autonomous run (no personal memory applies)."""
+        return self._row.actor
+
+    @property
+    def subject(self) -> Ref | None:
+        """What the conversation lives inside (a matter, a ticket, ...), if anything."""
+        return self._row.subject
+
+    @property
+    def title(self) -> str | None:
+        return self._row.title
+
+    @property
+    def row(self) -> SessionRow:
+        """The database row as of the last write or ``refresh()``."""
+        return self._row
+
+    @property
+    def repository(self) -> Repository:
+        return self._repo
+
+    @property
+    def total_tokens(self) -> int:
+        """Tokens billed to this session; always equals the sum of its usage ledger."""
+        return self._row.total_tokens
+
+    @property
+    def summary(self) -> str | None:
+        """The running summary of everything up to ``summary_watermark``."""
+        return self._row.summary
+
+    @property
+    def summary_watermark(self) -> int:
+        """``seq`` of the last message folded into the summary (0 = none)."""
+        return self._row.summary_watermark
+
+    @property
+    def message_count(self) -> int:
+        return self._row.last_seq
+
+    @property
+    def closed(self) -> bool:
+        return self._row.closed_at is not None
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return dict(self._row.metadata)
+
+    @property
+    def anonymize_pii(self) -> bool:
+        """This conversation's redaction switch (on by default); the app switch must be on too."""
+        return self._row.anonymize_pii
+
+    @anonymize_pii.setter
+    def anonymize_pii(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError("anonymize_pii must be a bool")
+        self._row = self._repo.update_session(self.id, anonymize_pii=value)
+
+    def _replace_row(self, row: SessionRow) -> None:
+        """Adopt a row returned by a write made elsewhere (the compressor's compare-and-set)."""
+        if row.id != self.id:
+            raise ValueError("row belongs to another session")
+        self._row = row
+
+    def refresh(self) -> ChatSession:
+        """Re-read the row (another process may have written)."""
+        self._row = self._repo.get_session(self.id)
+        return self
+
+    def close(self) -> None:
+        """Refuse further messages; the record stays readable."""
+        if not self.closed:
+            self._row = self._repo.update_session(self.id, closed_at=datetime.now(UTC))
+
+    # -- reading -------------------------------------------------------------------------
+
+    @property
+    def messages(self) -> list[Message]:
+        """Every message in order, tool plumbing included."""
+        return self._repo.read_messages(self.id)
+
+    def messages_after(self, seq: int) -> list[Message]:
+        """Messages with ``seq`` greater than ``seq`` (what compression reads)."""
+        return self._repo.read_messages(self.id, after_seq=seq)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def add_user(self, content: str, *, name: str | None = None,
+                 metadata: Mapping[str, Any] | None = None) -> Message:
+        """Record a user message."""
+        return self.add_message(Role.USER, content, name=name, metadata=metadata)
+
+    def add_system(self, content: str, *, metadata: Mapping[str, Any] | None = None) -> Message:
+        """Record a system message (kept for the record; ``build_history`` takes the prompt
+        from its caller and does not replay stored system messages)."""
+        return self.add_message(Role.SYSTEM, content, metadata=metadata)
+
+    def add_assistant(self, content: str | None = None, *,
+                      tool_calls: Sequence[ToolCall | Mapping[str, Any]] | None = None,
+                      usage: Usage | None = None, model: str | None = None,
+                      metadata: Mapping[str, Any] | None = None) -> Message:
+        """Record an assistant turn: text, tool calls, or both; ``usage`` bills the chat call."""
+        return self.add_message(Role.ASSISTANT, content, tool_calls=tool_calls, usage=usage,
+                                model=model, metadata=metadata)
+
+    def add_assistant_response(self, response: Any, *,
+                               metadata: Mapping[str, Any] | None = None) -> Message:
+        """Record an OpenAI ``ChatCompletion`` (or Anthropic ``Message``) as returned by the
+        SDK: its text, its tool calls with their ids, and its usage under purpose ``chat``."""
+        turn = assistant_turn_from_response(response)
+        return self.add_message(Role.ASSISTANT, turn.content, tool_calls=turn.tool_calls,
+                                usage=turn.usage, model=turn.model, metadata=metadata)
+
+    def add_tool_result(self, tool_call_id: str, content: str | Mapping[str, Any] | list[Any],
+                        *, name: str | None = None,
+                        metadata: Mapping[str, Any] | None = None) -> Message:
+        """Record a tool's result; ``tool_call_id`` must answer an earlier, unanswered call.
+        A mapping or list is stored as its JSON text."""
+        if not isinstance(content, str):
+            content = json.dumps(content, ensure_ascii=False, default=str)
+        return self.add_message(Role.TOOL, content, tool_call_id=tool_call_id, name=name,
+                                metadata=metadata)
+
+    def add_message(self, role: Role | str, content: str | None, *,
+                    tool_calls: Sequence[ToolCall | Mapping[str, Any]] | None = None,
+                    tool_call_id: str | None = None, name: str | None = None,
+                    usage: Usage | None = None, model: str | None = None,
+                    metadata: Mapping[str, Any] | None = None) -> Message:
+        """Validate and append any message; the generic form behind the ``add_*`` helpers."""
+        role = Role.parse(role)
+        calls = parse_tool_calls(tool_calls)
+        _validate(role, content, calls, tool_call_id)
+        billed = None
+        if usage is not None:
+            _check_tokens(usage.prompt_tokens, "prompt_tokens")
+            _check_tokens(usage.completion_tokens, "completion_tokens")
+            billed = BilledUsage("chat", usage, model)
+        tokens = self._counter.count(content or "") + sum(
+            self._counter.count(c.name + c.arguments) for c in calls)
+        message, self._row = self._repo.append_message(
+            self.id, role, content, tool_calls=calls, tool_call_id=tool_call_id, name=name,
+            tokens=tokens, metadata=dict(metadata or {}), billed=billed)
+        return message
+
+    def add_tokens(self, n: int, *, purpose: str = "manual", model: str | None = None) -> int:
+        """Bill ``n`` tokens to this session (and its tenant); returns the new total."""
+        _check_tokens(n, "tokens")
+        return self.record_usage(purpose, Usage(0, n), model)
+
+    def record_usage(self, purpose: str, usage: Usage, model: str | None = None) -> int:
+        """Bill a model call made on this session's behalf; returns the new total."""
+        if purpose not in PURPOSES:
+            raise InvalidTokens(f"unknown usage purpose {purpose!r} (expected one of {PURPOSES})")
+        _check_tokens(usage.prompt_tokens, "prompt_tokens")
+        _check_tokens(usage.completion_tokens, "completion_tokens")
+        self._row = self._repo.add_usage(self.id, BilledUsage(purpose, usage, model))
+        return self._row.total_tokens
+
+
+def _validate(role: Role, content: str | None, calls: tuple[ToolCall, ...],
+              tool_call_id: str | None) -> None:
+    if content is not None and not isinstance(content, str):
+        raise InvalidMessage(f"content must be a string, got {type(content).__name__}")
+    if calls and role is not Role.ASSISTANT:
+        raise InvalidMessage(f"only assistant messages carry tool calls, not {role.value}")
+    if tool_call_id is not None and role is not Role.TOOL:
+        raise InvalidMessage(f"only tool messages carry a tool_call_id, not {role.value}")
+    if len({c.id for c in calls}) != len(calls):
+        raise InvalidMessage("tool call ids within one message must be distinct")
+    if role is Role.ASSISTANT:
+        if not calls and not (content and content.strip()):
+            raise InvalidMessage("an assistant message needs text or tool calls")
+    elif role is Role.TOOL:
+        if not tool_call_id:
+            raise InvalidMessage("a tool message needs the tool_call_id it answers")
+        if content is None:
+            raise InvalidMessage("a tool message needs content (use '' for an empty result)")
+    elif not (content and content.strip()):
+        raise InvalidMessage(f"a {role.value} message needs non-empty text")
+
+
+class SessionService:
+    """Create, find and list sessions (``keep.sessions``)."""
+
+    def __init__(self, repository: Repository, counter: TokenCounter | None = None) -> None:
+        self._repo = repository
+        self._counter = counter or HeuristicCounter()
+
+    def _wrap(self, row: SessionRow) -> ChatSession:
+        return ChatSession(self._repo, row, self._counter)
+
+    def create(self, tenant: Ref, actor: Ref | None = None, subject: Ref | None = None, *,
+               title: str | None = None, anonymize_pii: bool = True,
+               metadata: Mapping[str, Any] | None = None) -> ChatSession:
+        """Start a conversation owned by ``tenant``; ``actor=None`` is an autonomous run."""
+        require_ref(tenant, "tenant")
+        if actor is not None:
+            require_ref(actor, "actor")
+        if subject is not None:
+            require_ref(subject, "subject")
+        if not isinstance(anonymize_pii, bool):
+            raise TypeError("anonymize_pii must be a bool")
+        return self._wrap(self._repo.create_session(
+            tenant, actor, subject, title=title, anonymize_pii=anonymize_pii,
+            metadata=dict(metadata or {})))
+
+    def get(self, session_id: str, tenant: Ref | None = None) -> ChatSession:
+        """Load a session. Request handlers pass ``tenant`` (a wrong one is ``SessionNotFound``);
+        background jobs holding only the id may omit it and read ``session.tenant``."""
+        if tenant is not None:
+            require_ref(tenant, "tenant")
+        return self._wrap(self._repo.get_session(session_id, tenant))
+
+    def tenant_of(self, session_id: str) -> Ref:
+        """The tenant that owns ``session_id`` (what a job bills)."""
+        return self._repo.get_session(session_id).tenant
+
+    def list(self, tenant: Ref, *, actor: Ref | None = None, subject: Ref | None = None,
+             limit: int = 50) -> list[ChatSession]:
+        """A tenant's sessions, most recently active first."""
+        require_ref(tenant, "tenant")
+        return [self._wrap(r) for r in self._repo.list_sessions(
+            tenant, actor=actor, subject=subject, limit=limit)]

@@ -1,0 +1,121 @@
+"""Table definitions (SQLAlchemy Core), shared by SQLite and PostgreSQL.
+
+Every table that a tenant-scoped query reads carries ``tenant_type``/``tenant_id``
+or reaches them through ``chat_sessions`` by primary key; see DESIGN.md.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+# Named constraints so Alembic migrations are stable across backends.
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(column_0_label)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+# SQLite only auto-increments a column declared exactly INTEGER PRIMARY KEY.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+TS = DateTime(timezone=True)
+
+
+def _ref_columns(prefix: str, nullable: bool) -> list[Column[object]]:
+    return [
+        Column(f"{prefix}_type", String(64), nullable=nullable),
+        Column(f"{prefix}_id", String(255), nullable=nullable),
+        Column(f"{prefix}_id_int", Boolean, nullable=nullable),
+    ]
+
+
+chat_sessions = Table(
+    "chat_sessions",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    *_ref_columns("tenant", nullable=False),
+    *_ref_columns("actor", nullable=True),
+    *_ref_columns("subject", nullable=True),
+    Column("title", String(255), nullable=True),
+    Column("anonymize_pii", Boolean, nullable=False, default=True),
+    Column("total_tokens", BigInteger, nullable=False, default=0),
+    Column("last_seq", Integer, nullable=False, default=0),
+    Column("summary", Text, nullable=True),
+    Column("summary_watermark", Integer, nullable=False, default=0),
+    Column("summary_version", Integer, nullable=False, default=0),
+    Column("distilled_through", Integer, nullable=False, default=0),
+    Column("distil_version", Integer, nullable=False, default=0),
+    Column("pii_vault", Text, nullable=True),
+    Column("pii_vault_version", Integer, nullable=False, default=0),
+    Column("closed_at", TS, nullable=True),
+    Column("last_message_at", TS, nullable=True),
+    Column("created_at", TS, nullable=False),
+    Column("metadata", JSON, nullable=False, default=dict),
+    Index("ix_chat_sessions_tenant_recent", "tenant_type", "tenant_id", "last_message_at"),
+    Index("ix_chat_sessions_last_message_at", "last_message_at"),
+)
+
+chat_messages = Table(
+    "chat_messages",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("session_id", String(36), ForeignKey("chat_sessions.id", ondelete="CASCADE"),
+           nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("content", Text, nullable=True),
+    Column("tool_calls", JSON, nullable=True),
+    Column("tool_call_id", String(255), nullable=True),
+    Column("name", String(255), nullable=True),
+    Column("tokens", Integer, nullable=True),
+    Column("created_at", TS, nullable=False),
+    Column("metadata", JSON, nullable=False, default=dict),
+    UniqueConstraint("session_id", "seq", name="uq_chat_messages_session_seq"),
+)
+
+# One row per assistant tool call: lets a tool result be checked against its call
+# by primary key, and refuses a second answer to the same call.
+chat_tool_calls = Table(
+    "chat_tool_calls",
+    metadata,
+    Column("session_id", String(36), ForeignKey("chat_sessions.id", ondelete="CASCADE"),
+           nullable=False),
+    Column("call_id", String(255), nullable=False),
+    Column("call_seq", Integer, nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("result_seq", Integer, nullable=True),
+    PrimaryKeyConstraint("session_id", "call_id", name="pk_chat_tool_calls"),
+)
+
+chat_usage = Table(
+    "chat_usage",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("session_id", String(36), ForeignKey("chat_sessions.id", ondelete="CASCADE"),
+           nullable=False),
+    *_ref_columns("tenant", nullable=False),
+    Column("purpose", String(16), nullable=False),
+    Column("model", String(255), nullable=True),
+    Column("prompt_tokens", Integer, nullable=False, default=0),
+    Column("completion_tokens", Integer, nullable=False, default=0),
+    Column("created_at", TS, nullable=False),
+    Index("ix_chat_usage_tenant_time", "tenant_type", "tenant_id", "created_at"),
+    Index("ix_chat_usage_session", "session_id"),
+)
