@@ -72,7 +72,7 @@ class SessionRow:
     pii_vault: str | None
     pii_vault_version: int
     closed_at: datetime | None
-    last_message_at: datetime | None
+    last_message_at: datetime
     created_at: datetime
     metadata: dict[str, Any] = field(default_factory=dict)
 
@@ -127,7 +127,8 @@ def _row_to_session(row: Any) -> SessionRow:
         summary_version=int(m["summary_version"]),
         distilled_through=int(m["distilled_through"]), distil_version=int(m["distil_version"]),
         pii_vault=m["pii_vault"], pii_vault_version=int(m["pii_vault_version"]),
-        closed_at=as_utc(m["closed_at"]), last_message_at=as_utc(m["last_message_at"]),
+        closed_at=as_utc(m["closed_at"]),
+        last_message_at=as_utc(m["last_message_at"]) or utcnow(),
         created_at=as_utc(m["created_at"]) or utcnow(), metadata=dict(m["metadata"] or {}),
     )
 
@@ -187,7 +188,7 @@ class Repository:
             "title": title, "anonymize_pii": anonymize_pii, "total_tokens": 0, "last_seq": 0,
             "summary": None, "summary_watermark": 0, "summary_version": 0,
             "distilled_through": 0, "distil_version": 0, "pii_vault": None,
-            "pii_vault_version": 0, "closed_at": None, "last_message_at": None,
+            "pii_vault_version": 0, "closed_at": None, "last_message_at": now,
             "created_at": now, "metadata": metadata or {},
         }
         with self.transaction() as conn:
@@ -213,15 +214,14 @@ class Repository:
                       subject: Ref | None = None, limit: int = 50,
                       before: datetime | None = None) -> list[SessionRow]:
         """A tenant's sessions, most recently active first (served by the tenant index)."""
-        order_key = func.coalesce(chat_sessions.c.last_message_at, chat_sessions.c.created_at)
         query = select(chat_sessions).where(_ref_filter(chat_sessions, "tenant", tenant))
         if actor is not None:
             query = query.where(_ref_filter(chat_sessions, "actor", actor))
         if subject is not None:
             query = query.where(_ref_filter(chat_sessions, "subject", subject))
         if before is not None:
-            query = query.where(order_key < before)
-        query = query.order_by(chat_sessions.c.last_message_at.desc(), order_key.desc(),
+            query = query.where(chat_sessions.c.last_message_at < before)
+        query = query.order_by(chat_sessions.c.last_message_at.desc(),
                                chat_sessions.c.id.desc()).limit(limit)
         with self.engine.connect() as conn:
             return [_row_to_session(r) for r in conn.execute(query)]

@@ -65,7 +65,7 @@ chat_sessions = Table(
     Column("pii_vault", Text, nullable=True),
     Column("pii_vault_version", Integer, nullable=False, default=0),
     Column("closed_at", TS, nullable=True),
-    Column("last_message_at", TS, nullable=True),
+    Column("last_message_at", TS, nullable=False),  # created_at until the first message
     Column("created_at", TS, nullable=False),
     Column("metadata", JSON, nullable=False, default=dict),
     Index("ix_chat_sessions_tenant_recent", "tenant_type", "tenant_id", "last_message_at"),

@@ -1,0 +1,109 @@
+"""Shared fixtures: every store-backed test runs on SQLite and on PostgreSQL.
+
+PostgreSQL tests use the server on 127.0.0.1 (``CHATKEEP_TEST_PG_URL`` overrides
+the URL) in a fresh schema per test; where no server answers they are skipped
+with the reason, never silently passed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import openai
+import pytest
+
+from chatkeep import Chatkeep
+from chatkeep.testing import FakeOpenAIServer
+
+PG_URL = os.environ.get("CHATKEEP_TEST_PG_URL",
+                        "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+_pg_error: str | bool | None = False  # False = not probed yet
+
+
+def postgres_unavailable() -> str | None:
+    """``None`` when PostgreSQL answers, else why not (probed once per run)."""
+    global _pg_error
+    if _pg_error is False:
+        try:
+            import psycopg
+
+            dsn = PG_URL.replace("postgresql+psycopg://", "postgresql://")
+            with psycopg.connect(dsn, connect_timeout=3) as conn:
+                conn.execute("select 1")
+            _pg_error = None
+        except Exception as exc:  # driver missing or server down: both mean skip
+            _pg_error = f"PostgreSQL not reachable at {PG_URL}: {type(exc).__name__}: {exc}"
+    return _pg_error if isinstance(_pg_error, str) else None
+
+
+@pytest.fixture
+def pg_schema_url() -> Iterator[str]:
+    """A URL whose search_path is a fresh, empty schema (dropped afterwards)."""
+    reason = postgres_unavailable()
+    if reason:
+        pytest.skip(reason)
+    import psycopg
+
+    dsn = PG_URL.replace("postgresql+psycopg://", "postgresql://")
+    schema = f"ck_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in PG_URL else "?"
+    yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE pid <> pg_backend_pid() AND query LIKE %s", (f"%{schema}%",))
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    """A fresh database URL on each backend."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'chat.db'}"
+    url: str = request.getfixturevalue("pg_schema_url")
+    return url
+
+
+@pytest.fixture
+def make_keep(db_url: str) -> Iterator[Callable[..., Chatkeep]]:
+    """Factory for ``Chatkeep`` instances on the test database (closed afterwards)."""
+    made: list[Chatkeep] = []
+
+    def factory(**kwargs: Any) -> Chatkeep:
+        keep = Chatkeep(db_url, **kwargs)
+        made.append(keep)
+        return keep
+
+    yield factory
+    for keep in made:
+        keep.close()
+
+
+@pytest.fixture
+def keep(make_keep: Callable[..., Chatkeep]) -> Chatkeep:
+    return make_keep()
+
+
+@pytest.fixture
+def llm_server() -> Iterator[FakeOpenAIServer]:
+    """The scripted OpenAI-compatible server on 127.0.0.1."""
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def openai_client(llm_server: FakeOpenAIServer) -> openai.OpenAI:
+    """The real SDK pointed at the fake server; no retries so scripts stay in step."""
+    return openai.OpenAI(base_url=llm_server.base_url, api_key="test-key", max_retries=0,
+                         timeout=2.0)
+
+
+@pytest.fixture(autouse=True)
+def _chatkeep_logs(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="chatkeep")

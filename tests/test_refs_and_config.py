@@ -1,0 +1,77 @@
+from datetime import timedelta
+
+import pytest
+
+from chatkeep import Config, ConfigError, InvalidReference, Ref
+
+
+def test_ref_validates_type_and_id() -> None:
+    with pytest.raises(InvalidReference):
+        Ref("", 1)
+    with pytest.raises(InvalidReference):
+        Ref("organization", "  ")
+    with pytest.raises(InvalidReference):
+        Ref("organization", True)  # a bool is not an id
+    with pytest.raises(InvalidReference):
+        Ref("organization", 1.5)  # type: ignore[arg-type]
+    assert Ref("organization", 7).id_is_int
+    assert not Ref("organization", "7").id_is_int
+
+
+def test_ref_parse_and_round_trip_columns() -> None:
+    assert Ref.parse("user:42") == Ref("user", 42)
+    assert Ref.parse("user:u-42") == Ref("user", "u-42")
+    with pytest.raises(InvalidReference):
+        Ref.parse("no-colon")
+    ref = Ref("org", 99)
+    assert Ref.from_columns(ref.type, ref.id_text, ref.id_is_int) == ref
+    assert Ref.from_columns(None, None, None) is None
+
+
+def test_config_defaults_and_dict() -> None:
+    config = Config.from_dict({"chat": {"max_history_tokens": 8000, "language": "Spanish"}})
+    assert config.chat.max_history_tokens == 8000
+    assert config.chat.recent_messages_min == 4
+    assert config.chat.language == "Spanish"
+    assert config.privacy.anonymize_pii is False
+    assert config.memory.distil_on_compress is True
+
+
+@pytest.mark.parametrize("data", [
+    {"chat": {"max_history_token": 10}},  # typo
+    {"chats": {}},
+    {"chat": {"max_history_tokens": "many"}},
+    {"chat": {"max_history_tokens": -1}},
+    {"chat": {"compress_target": 1.5}},
+    {"chat": {"max_history_tokens": 500, "summary_max_tokens": 600}},
+    {"memory": {"distil_on_compress": "perhaps"}},
+    {"privacy": {"phone_regions": ["usa"]}},
+])
+def test_config_rejects_bad_input(data: dict) -> None:
+    with pytest.raises(ConfigError):
+        Config.from_dict(data)
+
+
+def test_config_from_env_and_toml(tmp_path) -> None:
+    env = {"CHATKEEP_CHAT__MAX_HISTORY_TOKENS": "9000",
+           "CHATKEEP_MEMORY__SWEEP_IDLE_AFTER": "2h",
+           "CHATKEEP_PRIVACY__ANONYMIZE_PII": "true",
+           "CHATKEEP_PRIVACY__PHONE_REGIONS": "ES, GB"}
+    config = Config.from_env(env)
+    assert config.chat.max_history_tokens == 9000
+    assert config.memory.sweep_idle_after == timedelta(hours=2)
+    assert config.privacy.anonymize_pii is True
+    assert config.privacy.phone_regions == ("ES", "GB")
+
+    path = tmp_path / "chatkeep.toml"
+    path.write_text('[chat]\nrecent_messages_min = 6\n[memory]\nsweep_idle_after = 90\n')
+    loaded = Config.load(toml_path=path, environ={"CHATKEEP_CHAT__LANGUAGE": "German"},
+                         data={"chat": {"max_history_tokens": 7000}})
+    assert loaded.chat.recent_messages_min == 6
+    assert loaded.chat.language == "German"
+    assert loaded.chat.max_history_tokens == 7000
+    assert loaded.memory.sweep_idle_after == timedelta(seconds=90)
+
+    path.write_text("[chat\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        Config.from_toml(path)
