@@ -2,7 +2,8 @@
 
 PostgreSQL tests use the server on 127.0.0.1 (``CHATKEEP_TEST_PG_URL`` overrides
 the URL) in a fresh schema per test; where no server answers they are skipped
-with the reason, never silently passed.
+with the reason, never silently passed. CI sets ``CHATKEEP_REQUIRE_SERVICES=1``,
+which turns such a skip into a failure.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 from chatkeep import Chatkeep
 from chatkeep.testing import FakeOpenAIServer
 
+REQUIRE_SERVICES = os.environ.get("CHATKEEP_REQUIRE_SERVICES") == "1"
 PG_URL = os.environ.get("CHATKEEP_TEST_PG_URL",
                         "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 _pg_error: str | bool | None = False  # False = not probed yet
@@ -40,12 +42,19 @@ def postgres_unavailable() -> str | None:
     return _pg_error if isinstance(_pg_error, str) else None
 
 
+def skip_or_fail(reason: str) -> None:
+    """Skip with the reason on a laptop; fail in CI, where the service must be there."""
+    if REQUIRE_SERVICES:
+        pytest.fail(f"{reason} (CHATKEEP_REQUIRE_SERVICES=1)")
+    pytest.skip(reason)
+
+
 @pytest.fixture
 def pg_schema_url() -> Iterator[str]:
     """A URL whose search_path is a fresh, empty schema (dropped afterwards)."""
     reason = postgres_unavailable()
     if reason:
-        pytest.skip(reason)
+        skip_or_fail(reason)
     import psycopg
 
     dsn = PG_URL.replace("postgresql+psycopg://", "postgresql://")
