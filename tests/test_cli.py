@@ -1,0 +1,82 @@
+"""The chatkeep command, run in-process with Typer's runner against a SQLite file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from chatkeep import Chatkeep, Ref
+from chatkeep.cli import app
+from chatkeep.cli.demo import demo_messages
+
+runner = CliRunner()
+
+
+def test_demo_compresses_and_loses_nothing(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    result = runner.invoke(app, ["demo", "--db", url, "--budget", "2000"],
+                           env={"OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""})
+    assert result.exit_code == 0, result.output
+    assert "offline extractive summariser" in result.output
+    keep = Chatkeep(url)
+    (session,) = keep.sessions.list(Ref("organization", "demo-firm"))
+    assert session.message_count == len(demo_messages())
+    assert session.summary_watermark > 0 and session.summary
+    assert f"watermark seq {session.summary_watermark}" in result.output
+    keep.close()
+
+
+def test_import_show_history_usage(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    lines = [
+        {"role": "user", "content": "Find clause 4"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_9", "type": "function",
+             "function": {"name": "lookup", "arguments": "{\"n\": 4}"}}]},
+        {"role": "tool", "tool_call_id": "call_9", "content": "Clause 4 text"},
+        {"role": "assistant", "content": "Clause 4 covers termination."},
+    ]
+    path = tmp_path / "chat.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    result = runner.invoke(app, ["import", str(path), "--tenant", "organization:7",
+                                 "--actor", "user:3", "--db", url])
+    assert result.exit_code == 0, result.output
+    assert "imported 4 messages" in result.output
+    keep = Chatkeep(url)
+    (session,) = keep.sessions.list(Ref("organization", 7))
+    assert session.actor == Ref("user", 3)
+    assert [m.role.value for m in session.messages] == ["user", "assistant", "tool", "assistant"]
+
+    shown = runner.invoke(app, ["sessions", "show", session.id, "--db", url])
+    assert shown.exit_code == 0, shown.output
+    assert "call_9" in shown.output and "lookup" in shown.output
+    wrong = runner.invoke(app, ["sessions", "show", session.id, "--tenant", "organization:8",
+                                "--db", url])
+    assert wrong.exit_code == 1 and "SessionNotFound" in wrong.output
+
+    history = runner.invoke(app, ["history", session.id, "--system", "Be brief.", "--db", url])
+    assert history.exit_code == 0, history.output
+    assert json.loads(history.stdout) == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Find clause 4"},
+        {"role": "assistant", "content": "Clause 4 covers termination."},
+    ]
+    session.add_tokens(12)
+    usage = runner.invoke(app, ["usage", "--tenant", "organization:7", "--db", url])
+    assert usage.exit_code == 0 and "total tokens: 12" in usage.output
+    keep.close()
+
+
+def test_import_of_a_bad_file_writes_nothing(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"role": "user", "content": "hi"}\n'
+                    '{"role": "tool", "tool_call_id": "nope", "content": "x"}\n')
+    result = runner.invoke(app, ["import", str(path), "--tenant", "organization:7", "--db", url])
+    assert result.exit_code == 1
+    assert "line 2" in result.output and "answers no earlier call" in result.output
+    keep = Chatkeep(url)
+    assert keep.sessions.list(Ref("organization", 7)) == []
+    keep.close()

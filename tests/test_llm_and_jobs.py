@@ -1,0 +1,77 @@
+"""The OpenAI-compatible client through the real SDK, and the in-process dispatchers."""
+
+from __future__ import annotations
+
+import threading
+
+import openai
+import pytest
+
+from chatkeep import ModelError
+from chatkeep.config import LLMConfig
+from chatkeep.jobs import InlineDispatcher, ThreadPoolDispatcher, UnknownJob, make_dispatcher
+from chatkeep.llm import OpenAIChatModel, as_chat_model, model_from_config
+from chatkeep.messages import Usage
+from chatkeep.testing import FakeOpenAIServer, Reply
+
+
+def test_completion_through_the_sdk(llm_server: FakeOpenAIServer,
+                                    openai_client: openai.OpenAI) -> None:
+    model = as_chat_model(openai_client)
+    llm_server.script(Reply.ok("hello", prompt_tokens=7, completion_tokens=2))
+    completion = model.complete([{"role": "user", "content": "hi"}], model="m",
+                                max_tokens=10, temperature=0.0, json_mode=True)
+    assert (completion.text, completion.usage, completion.model) == ("hello", Usage(7, 2), "m")
+    (request,) = llm_server.requests
+    assert request["response_format"] == {"type": "json_object"}
+    assert request["max_tokens"] == 10 and request["messages"][0]["content"] == "hi"
+
+
+@pytest.mark.parametrize("reply", [Reply.error(500), Reply.error(401, "bad key"),
+                                   Reply.garbage(), Reply.ok(""), Reply.hang(2.0)])
+def test_failures_become_model_errors(llm_server: FakeOpenAIServer, reply: Reply) -> None:
+    model = OpenAIChatModel(base_url=llm_server.base_url, api_key="k", timeout=0.5,
+                            max_retries=0)
+    llm_server.script(reply)
+    with pytest.raises(ModelError):
+        model.complete([{"role": "user", "content": "hi"}], model="m")
+
+
+def test_model_from_config_is_offline_without_an_endpoint(llm_server: FakeOpenAIServer) -> None:
+    assert model_from_config(LLMConfig(), environ={}) is None
+    model = model_from_config(LLMConfig(base_url=llm_server.base_url), environ={})
+    assert model is not None
+    assert model.complete([{"role": "user", "content": "x"}], model="m").text == "ok"
+    with pytest.raises(TypeError):
+        as_chat_model(object())
+
+
+def test_dispatchers_run_jobs_and_contain_failures() -> None:
+    seen: list[str] = []
+    done = threading.Event()
+
+    def ok(session_id: str) -> None:
+        seen.append(session_id)
+        done.set()
+
+    def boom(session_id: str) -> None:
+        raise RuntimeError("job failed")
+
+    inline = make_dispatcher("inline")
+    inline.bind({"ok": ok, "boom": boom})
+    inline.dispatch("ok", "s1")
+    inline.dispatch("boom", "s2")  # logged, not raised
+    with pytest.raises(UnknownJob):
+        inline.dispatch("missing", "s3")
+    assert seen == ["s1"]
+
+    pool = ThreadPoolDispatcher(max_workers=2)
+    pool.bind({"ok": ok, "boom": boom})
+    pool.dispatch("boom", "s4")
+    pool.dispatch("ok", "s5")
+    pool.wait(5)
+    pool.shutdown()
+    assert seen == ["s1", "s5"]
+    assert isinstance(make_dispatcher(None), InlineDispatcher)
+    with pytest.raises(ValueError):
+        make_dispatcher("carrier-pigeon")
