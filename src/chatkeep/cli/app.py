@@ -6,6 +6,7 @@ import logging
 
 import typer
 
+from chatkeep.cli.db import db_app
 from chatkeep.cli.demo import demo
 from chatkeep.cli.sessions import history, sessions_app, usage
 from chatkeep.cli.transfer import import_file
@@ -17,6 +18,7 @@ app.add_typer(sessions_app, name="sessions")
 app.command()(history)
 app.command("import")(import_file)
 app.command()(usage)
+app.add_typer(db_app, name="db")
 
 
 @app.callback()

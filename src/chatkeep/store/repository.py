@@ -27,7 +27,6 @@ from chatkeep.store.schema import (
     chat_sessions,
     chat_tool_calls,
     chat_usage,
-    metadata,
 )
 
 
@@ -162,8 +161,11 @@ class Repository:
     # -- schema --------------------------------------------------------------------------
 
     def create_schema(self) -> None:
-        """Create missing tables (embedded use); production runs ``chatkeep db upgrade``."""
-        metadata.create_all(self.engine)
+        """Create or upgrade the schema (embedded use); production may run
+        ``chatkeep db upgrade`` as a deployment step instead."""
+        from chatkeep.store.migrate import ensure_schema
+
+        ensure_schema(self.engine)
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:

@@ -1,0 +1,84 @@
+"""Schema migrations (Alembic, shipped in the wheel) and the embedded bootstrap.
+
+``upgrade``/``downgrade``/``current`` drive the migrations in
+``store/migrations/versions``; ``chatkeep db upgrade`` calls ``upgrade``.
+``ensure_schema`` is what ``Chatkeep(url)`` runs: a fresh database gets the
+tables created directly and is stamped at head (fast, one round of DDL); a
+database stamped at an older revision is upgraded; a database at head is left
+alone. Pass ``create_schema=False`` to ``Chatkeep`` to keep upgrades a
+deliberate deployment step.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, inspect
+
+from chatkeep.errors import StoreError
+from chatkeep.store.schema import metadata
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+def alembic_config() -> AlembicConfig:
+    """An Alembic config pointing at the shipped scripts (no alembic.ini needed)."""
+    config = AlembicConfig()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return config
+
+
+def head_revision() -> str:
+    """The newest migration shipped with this version of chatkeep."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def current(engine: Engine) -> str | None:
+    """The revision the database is stamped at (``None`` = never migrated)."""
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def _run(engine: Engine, action: str, revision: str) -> None:
+    config = alembic_config()
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        getattr(command, action)(config, revision)
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Apply migrations up to ``revision``."""
+    _run(engine, "upgrade", revision)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Revert migrations down to ``revision`` (``"base"`` removes every table)."""
+    _run(engine, "downgrade", revision)
+
+
+def stamp(engine: Engine, revision: str = "head") -> None:
+    """Record ``revision`` as applied without running anything."""
+    _run(engine, "stamp", revision)
+
+
+def ensure_schema(engine: Engine) -> None:
+    """Bring the database to the current schema (see the module docstring)."""
+    revision = current(engine)
+    if revision == head_revision():
+        return
+    if revision is not None:
+        upgrade(engine)
+        return
+    existing = set(inspect(engine).get_table_names()) & set(metadata.tables)
+    if existing:
+        raise StoreError(
+            f"the database has chatkeep tables ({', '.join(sorted(existing))}) but no "
+            "migration stamp; run `chatkeep db stamp` if they are current")
+    metadata.create_all(engine)
+    stamp(engine)
