@@ -1,0 +1,140 @@
+"""Celery integration (``pip install "chatkeep[celery]"``): durable background jobs.
+
+Tasks carry only a job name and a session id. They run late-acknowledged: a
+worker killed mid-job leaves the message unacknowledged, the broker hands it to
+another worker, and because the distiller moves its watermark in the same
+transaction as its writes, the retry starts from where the database says.
+
+Run a worker and the sweep schedule::
+
+    CHATKEEP_DATABASE_URL=postgresql+psycopg://... \\
+    CHATKEEP_CELERY_BROKER=redis://127.0.0.1:6379/0 \\
+    celery -A chatkeep.jobs.celery worker --beat --loglevel=INFO
+
+(``--beat`` embeds the scheduler; in production run ``celery -A chatkeep.jobs.celery
+beat`` once, separately.) In the web process, dispatch through the same app::
+
+    from chatkeep.jobs.celery import CeleryDispatcher, app
+    keep = Chatkeep(url, dispatcher=CeleryDispatcher(app))
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from celery import Celery, Task
+
+from chatkeep.jobs import JobHandler, UnknownJob
+
+if TYPE_CHECKING:
+    from chatkeep.app import Chatkeep
+
+log = logging.getLogger("chatkeep.jobs.celery")
+
+RUN_JOB = "chatkeep.run_job"
+SWEEP = "chatkeep.sweep"
+DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
+
+KeepFactory = Callable[[], "Chatkeep"]
+
+
+def sweep_schedule(every: timedelta = timedelta(minutes=1)) -> dict[str, Any]:
+    """A ``beat_schedule`` entry that runs the memory sweep every ``every``."""
+    return {"chatkeep-memory-sweep": {"task": SWEEP, "schedule": every.total_seconds()}}
+
+
+class CeleryDispatcher:
+    """A ``Dispatcher`` that enqueues ``chatkeep.run_job`` on a Celery app."""
+
+    def __init__(self, celery_app: Celery) -> None:
+        self.app = celery_app
+        self.handlers: dict[str, JobHandler] = {}
+
+    def bind(self, handlers: Mapping[str, JobHandler]) -> None:
+        self.handlers = dict(handlers)
+
+    def dispatch(self, job: str, session_id: str) -> None:
+        if self.handlers and job not in self.handlers:
+            raise UnknownJob(f"no handler for job {job!r} (known: {sorted(self.handlers)})")
+        self.app.send_task(RUN_JOB, args=[job, session_id])
+
+
+def _default_keep() -> Chatkeep:
+    from chatkeep.app import Chatkeep
+
+    url = os.environ.get("CHATKEEP_DATABASE_URL")
+    if not url:
+        raise RuntimeError("set CHATKEEP_DATABASE_URL for the chatkeep Celery worker")
+    return Chatkeep(url, dispatcher=CeleryDispatcher(app), create_schema=False)
+
+
+_keep: Chatkeep | None = None
+_factory: KeepFactory = _default_keep
+
+
+def configure(factory: KeepFactory) -> None:
+    """Tell workers how to build their ``Chatkeep`` (model, config) instead of the env."""
+    global _factory, _keep
+    _factory = factory
+    _keep = None
+
+
+def worker_keep() -> Chatkeep:
+    """The worker process's ``Chatkeep`` (built once per process, after fork)."""
+    global _keep
+    if _keep is None:
+        _keep = _factory()
+    return _keep
+
+
+def _run_job(task: Task, job: str, session_id: str) -> Any:
+    """Run one job; a failure is retried with exponential backoff (up to 5 minutes)."""
+    handlers = worker_keep().job_handlers()
+    if job not in handlers:
+        raise UnknownJob(f"no handler for job {job!r}")
+    try:
+        return handlers[job](session_id)
+    except Exception as exc:
+        delay = min(300, 2 ** task.request.retries)
+        log.warning("job %s for %s failed (%s); retry in %ss", job, session_id, exc, delay)
+        raise task.retry(exc=exc, countdown=delay) from exc
+
+
+def _sweep() -> int:
+    """Dispatch distil jobs for idle sessions with undistilled messages."""
+    memory = getattr(worker_keep(), "memory", None)
+    return 0 if memory is None else len(memory.sweep())
+
+
+def install_tasks(celery_app: Celery, *, max_retries: int = 8) -> None:
+    """Register chatkeep's tasks on ``celery_app`` with late acks and retries."""
+    celery_app.task(name=RUN_JOB, bind=True, acks_late=True, reject_on_worker_lost=True,
+                    max_retries=max_retries)(_run_job)
+    celery_app.task(name=SWEEP, acks_late=True)(_sweep)
+
+
+def make_app(broker: str | None = None, *, name: str = "chatkeep",
+             sweep_every: timedelta | None = timedelta(minutes=1),
+             **conf: Any) -> Celery:
+    """A Celery app with chatkeep's tasks, late acks, one prefetched job per worker
+    process, and (by default) the sweep on the beat schedule."""
+    celery_app = Celery(name, broker=broker or os.environ.get("CHATKEEP_CELERY_BROKER",
+                                                               DEFAULT_BROKER))
+    celery_app.conf.update(
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_ignore_result=True,
+        broker_connection_retry_on_startup=True,
+        beat_schedule=sweep_schedule(sweep_every) if sweep_every else {},
+        **conf,
+    )
+    install_tasks(celery_app)
+    return celery_app
+
+
+app = make_app()
