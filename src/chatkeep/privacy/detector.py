@@ -1,0 +1,158 @@
+"""Runs the recognizers over a text and returns one clean, non-overlapping list of spans.
+
+Overlap rule: when spans overlap, the longer one wins; at equal length the more
+specific type wins (:data:`ENTITY_PRIORITY`: checksum-validated ids over
+e-mails over IPs over phone numbers over NER guesses); then the higher score,
+then the earlier start. Losers are dropped whole, never trimmed, so a card
+number is never left half-redacted by a phone number found inside it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+
+from chatkeep.errors import PrivacyError
+from chatkeep.privacy.base import ENTITY_TYPE_RE, Recognizer, Span
+from chatkeep.privacy.recognizers import (
+    DEFAULT_PHONE_REGIONS,
+    CreditCardRecognizer,
+    EmailRecognizer,
+    EsNifRecognizer,
+    IbanRecognizer,
+    IpAddressRecognizer,
+    PhoneRecognizer,
+    UkNinoRecognizer,
+    UrlCredentialsRecognizer,
+    UsSsnRecognizer,
+)
+
+__all__ = [
+    "DEFAULT_PHONE_REGIONS",
+    "ENTITY_PRIORITY",
+    "PiiDetector",
+    "Recognizer",
+    "Span",
+    "default_recognizers",
+    "resolve_overlaps",
+]
+
+#: Tie-break between overlapping spans of equal length; higher wins. Types not
+#: listed (custom recognizers) get :data:`DEFAULT_PRIORITY`.
+ENTITY_PRIORITY: dict[str, int] = {
+    "CREDIT_CARD": 90,
+    "IBAN": 90,
+    "US_SSN": 85,
+    "ES_NIF": 85,
+    "UK_NINO": 85,
+    "URL_CREDENTIALS": 80,
+    "EMAIL": 70,
+    "IP_ADDRESS": 60,
+    "PHONE": 50,
+    "PERSON": 20,
+    "LOCATION": 20,
+}
+#: Priority of entity types missing from :data:`ENTITY_PRIORITY` (above PHONE, below IP).
+DEFAULT_PRIORITY = 55
+
+
+def default_recognizers(
+    phone_regions: Sequence[str] = DEFAULT_PHONE_REGIONS,
+) -> list[Recognizer]:
+    """The built-in pattern recognizers (no NER), phone numbers read for ``phone_regions``."""
+    return [
+        EmailRecognizer(),
+        PhoneRecognizer(phone_regions),
+        CreditCardRecognizer(),
+        IbanRecognizer(),
+        IpAddressRecognizer(),
+        UrlCredentialsRecognizer(),
+        UsSsnRecognizer(),
+        EsNifRecognizer(),
+        UkNinoRecognizer(),
+    ]
+
+
+class PiiDetector:
+    """Finds personal data in text with a set of recognizers.
+
+    ``recognizers`` replaces the built-in set when given; to add a custom one
+    keep the defaults: ``PiiDetector([*default_recognizers(), MyRecognizer()])``.
+    ``phone_regions`` only applies to the built-in set.
+    """
+
+    def __init__(
+        self,
+        recognizers: Sequence[Recognizer] | None = None,
+        phone_regions: Sequence[str] = DEFAULT_PHONE_REGIONS,
+    ) -> None:
+        chosen = default_recognizers(phone_regions) if recognizers is None else list(recognizers)
+        for recognizer in chosen:
+            _check_recognizer(recognizer)
+        self._recognizers = tuple(chosen)
+
+    @property
+    def recognizers(self) -> tuple[Recognizer, ...]:
+        """The recognizers in use."""
+        return self._recognizers
+
+    @property
+    def entity_types(self) -> tuple[str, ...]:
+        """Every entity type some recognizer may report."""
+        return tuple(dict.fromkeys(t for r in self._recognizers for t in r.entity_types))
+
+    def detect(self, text: str) -> list[Span]:
+        """Spans of ``text`` holding personal data, sorted by start, never overlapping."""
+        found: list[Span] = []
+        for recognizer in self._recognizers:
+            for span in recognizer.find(text):
+                _check_span(span, text, recognizer)
+                found.append(span)
+        return resolve_overlaps(found)
+
+
+def resolve_overlaps(spans: Iterable[Span]) -> list[Span]:
+    """Keep a non-overlapping subset of ``spans`` by the module's overlap rule, sorted by start."""
+    ranked = sorted(
+        spans,
+        key=lambda s: (
+            -(s.end - s.start),
+            -ENTITY_PRIORITY.get(s.entity_type, DEFAULT_PRIORITY),
+            -s.score,
+            s.start,
+        ),
+    )
+    starts: list[int] = []
+    kept: list[Span] = []
+    for span in ranked:
+        index = bisect.bisect_right(starts, span.start)
+        if index > 0 and kept[index - 1].end > span.start:
+            continue
+        if index < len(kept) and kept[index].start < span.end:
+            continue
+        starts.insert(index, span.start)
+        kept.insert(index, span)
+    return kept
+
+
+def _check_recognizer(recognizer: object) -> None:
+    if not isinstance(recognizer, Recognizer):
+        raise PrivacyError(
+            f"{recognizer!r} is not a recognizer: it needs entity_types and find(text)"
+        )
+    for entity_type in recognizer.entity_types:
+        if not ENTITY_TYPE_RE.fullmatch(entity_type):
+            raise PrivacyError(f"invalid entity type {entity_type!r}: use A-Z, 0-9 and _")
+
+
+def _check_span(span: Span, text: str, recognizer: Recognizer) -> None:
+    """Refuse a malformed span rather than redact the wrong characters."""
+    if not (0 <= span.start < span.end <= len(text)) or text[span.start : span.end] != span.text:
+        raise PrivacyError(
+            f"{type(recognizer).__name__} returned a span that does not fit the text"
+        )
+    if span.entity_type not in recognizer.entity_types:
+        raise PrivacyError(
+            f"{type(recognizer).__name__} returned type {span.entity_type!r} "
+            "it does not declare in entity_types"
+        )

@@ -1,0 +1,104 @@
+"""Payment cards (Luhn + issuer prefix) and IBANs (country length + mod-97)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from chatkeep.privacy.base import Span
+from chatkeep.privacy.checksums import IBAN_LENGTHS, iban_valid, luhn_valid
+from chatkeep.privacy.recognizers.context import continues_iban
+
+__all__ = ["CreditCardRecognizer", "IbanRecognizer"]
+
+# 13-19 digits, optionally split by single spaces or dashes, not glued to more digits/letters.
+_CARD = re.compile(r"(?<![\w\-])(?<!\d[ \-])\d(?:[ \-]?\d){12,18}(?![ \-]?\d|\w)")
+# Issuer prefixes (IIN ranges) of the networks people paste: Visa, Mastercard,
+# Amex, Discover, Diners, JCB, UnionPay, Maestro.
+_CARD_ISSUER = re.compile(
+    r"4|5[0-8]|2(?:22[1-9]|2[3-9]|[3-6]|7[01]|720)|3(?:0[0-5]|[4678]|5(?:2[89]|[3-8]))|6"
+)
+# Matches the two check digits after a two-letter country code; starting on a digit
+# (and looking behind for the letters) lets the regex engine skip most of the text.
+_IBAN_START = re.compile(r"\d(?<=[A-Za-z]{2}\d)(?<![A-Za-z0-9][A-Za-z]{2}\d)\d")
+_SEPARATORS = " -"
+
+
+class CreditCardRecognizer:
+    """Finds 13-19 digit card numbers that pass Luhn and start with a known issuer prefix.
+
+    Grouping is free (``4111 1111 1111 1111``, ``4111-1111-...``, compact) but one
+    number uses one kind of separator. The issuer check removes the one in ten
+    random digit strings that pass Luhn by chance (order ids, tracking numbers).
+    """
+
+    entity_types: tuple[str, ...] = ("CREDIT_CARD",)
+
+    def find(self, text: str) -> Iterator[Span]:
+        """Yield every payment card number in ``text``."""
+        for match in _CARD.finditer(text):
+            value = match.group()
+            if " " in value and "-" in value:
+                continue
+            digits = value.replace(" ", "").replace("-", "")
+            if (
+                _CARD_ISSUER.match(digits)
+                and luhn_valid(digits)
+                and not continues_iban(text, match.start())
+            ):
+                yield Span(match.start(), match.end(), "CREDIT_CARD", value, canonical=digits)
+
+
+class IbanRecognizer:
+    """Finds IBANs written compact or grouped (``DE89 3704 0044 0532 0130 00``).
+
+    From each ``CCdd`` start it reads exactly the country's IBAN length of
+    letters/digits, skipping single spaces or dashes, so a following word is never
+    swallowed; then it checks mod-97. Lower case is accepted (people paste it).
+    """
+
+    entity_types: tuple[str, ...] = ("IBAN",)
+
+    def find(self, text: str) -> Iterator[Span]:
+        """Yield every IBAN in ``text``."""
+        for match in _IBAN_START.finditer(text):
+            start = match.start() - 2
+            length = IBAN_LENGTHS.get(text[start : match.start()].upper())
+            if length is None:
+                continue
+            end = _read_alnum(text, start, length)
+            if end is None:
+                continue
+            value = text[start:end]
+            compact = value.replace(" ", "").replace("-", "").upper()
+            if iban_valid(compact):
+                yield Span(start, end, "IBAN", value, canonical=compact)
+
+
+def _read_alnum(text: str, start: int, count: int) -> int | None:
+    """End offset after ``count`` ASCII letters/digits from ``start``, or None if cut short.
+
+    Single spaces/dashes between characters are allowed; the character after the
+    last one must not be a letter or digit (else it is a longer token).
+    """
+    pos, seen, size = start, 0, len(text)
+    while seen < count:
+        if pos >= size:
+            return None
+        char = text[pos]
+        if char.isascii() and char.isalnum():
+            seen += 1
+            pos += 1
+        elif (
+            char in _SEPARATORS
+            and seen > 0
+            and pos + 1 < size
+            and text[pos + 1].isascii()
+            and text[pos + 1].isalnum()
+        ):
+            pos += 1
+        else:
+            return None
+    if pos < size and text[pos].isalnum():
+        return None
+    return pos

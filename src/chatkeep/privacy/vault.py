@@ -1,0 +1,193 @@
+"""The per-session mapping between placeholders and real values, and how it is stored.
+
+One vault per conversation: the same value always gets the same placeholder,
+across turns, so the model can still tell who is who. The vault holds the real
+values, so at rest it is sealed with Fernet (``chatkeep[encryption]``) when a
+key is configured.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from chatkeep.errors import PrivacyError
+from chatkeep.privacy.base import ENTITY_TYPE_RE
+from chatkeep.privacy.escaping import format_placeholder
+from chatkeep.privacy.normalize import canonical_value
+
+if TYPE_CHECKING:
+    from cryptography.fernet import Fernet
+
+__all__ = ["PlaceholderVault", "new_key", "seal", "unseal"]
+
+_FORMAT = "chatkeep.pii-vault"
+_VERSION = 1
+_INSTALL_HINT = "install the extra: pip install 'chatkeep[encryption]'"
+
+
+class PlaceholderVault:
+    """Maps ``(entity type, canonical value)`` to ``<TYPE_N>`` and back.
+
+    Numbers count up per type from 1 in order of first appearance. ``value_for``
+    returns the value as first written (``Ana@X.com`` if that came before
+    ``ana@x.com``). Not thread-safe: use one vault per session at a time.
+    """
+
+    def __init__(self) -> None:
+        self._by_key: dict[tuple[str, str], str] = {}
+        self._values: dict[str, str] = {}
+        self._entries: list[tuple[str, str, str, str]] = []
+        self._counts: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def placeholder_for(self, entity_type: str, value: str, canonical: str | None = None) -> str:
+        """Return the placeholder of ``value``, allocating the next one if it is new.
+
+        ``canonical`` is the normalised value that decides equality; by default
+        :func:`~chatkeep.privacy.normalize.canonical_value` computes it.
+        """
+        if not ENTITY_TYPE_RE.fullmatch(entity_type):
+            raise PrivacyError(f"invalid entity type {entity_type!r}: use A-Z, 0-9 and _")
+        key = (entity_type, canonical_value(entity_type, value) if canonical is None else canonical)
+        placeholder = self._by_key.get(key)
+        if placeholder is None:
+            number = self._counts.get(entity_type, 0) + 1
+            placeholder = format_placeholder(entity_type, number)
+            self._add(placeholder, entity_type, key[1], value, number)
+        return placeholder
+
+    def value_for(self, placeholder: str) -> str | None:
+        """The real value behind an exact placeholder, or None when unknown."""
+        return self._values.get(placeholder)
+
+    def items(self) -> list[tuple[str, str]]:
+        """``(placeholder, value)`` pairs in allocation order."""
+        return [(placeholder, value) for placeholder, _, _, value in self._entries]
+
+    def to_json(self) -> str:
+        """Serialise to a JSON string (holds the real values: seal it before storing)."""
+        document = {
+            "format": _FORMAT,
+            "version": _VERSION,
+            "entries": [list(entry) for entry in self._entries],
+        }
+        return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> PlaceholderVault:
+        """Rebuild a vault from :meth:`to_json` output; PrivacyError if it is not one."""
+        try:
+            document = json.loads(text)
+        except (ValueError, TypeError) as exc:
+            raise PrivacyError("the placeholder vault is not valid JSON") from exc
+        vault = cls()
+        for placeholder, entity_type, canonical, value in _entries(document):
+            prefix, _, number = placeholder[1:-1].rpartition("_")
+            if (
+                prefix != entity_type
+                or placeholder != format_placeholder(entity_type, _int(number))
+                or not ENTITY_TYPE_RE.fullmatch(entity_type)
+                or placeholder in vault._values
+                or (entity_type, canonical) in vault._by_key
+            ):
+                raise PrivacyError(f"corrupt placeholder vault entry {placeholder!r}")
+            vault._add(placeholder, entity_type, canonical, value, int(number))
+        return vault
+
+    def _add(self, placeholder: str, entity_type: str, canonical: str, value: str, n: int) -> None:
+        self._by_key[(entity_type, canonical)] = placeholder
+        self._values[placeholder] = value
+        self._entries.append((placeholder, entity_type, canonical, value))
+        self._counts[entity_type] = max(self._counts.get(entity_type, 0), n)
+
+
+def _entries(document: Any) -> list[tuple[str, str, str, str]]:
+    """Validate the document envelope and return its entries."""
+    if (
+        not isinstance(document, dict)
+        or document.get("format") != _FORMAT
+        or document.get("version") != _VERSION
+        or not isinstance(document.get("entries"), list)
+    ):
+        raise PrivacyError("not a chatkeep placeholder vault (format/version mismatch)")
+    entries: list[tuple[str, str, str, str]] = []
+    for entry in document["entries"]:
+        if not (
+            isinstance(entry, list) and len(entry) == 4 and all(isinstance(f, str) for f in entry)
+        ):
+            raise PrivacyError("corrupt placeholder vault entry")
+        entries.append((entry[0], entry[1], entry[2], entry[3]))
+    return entries
+
+
+def _int(text: str) -> int:
+    return int(text) if text.isdigit() else -1
+
+
+def seal(vault: PlaceholderVault, key: str | None) -> str:
+    """The string to store for ``vault``: plain JSON without a key, a Fernet token with one.
+
+    ``key`` is a Fernet key (url-safe base64 of 32 bytes, see :func:`new_key`).
+    """
+    plain = vault.to_json()
+    if key is None:
+        return plain
+    return _fernet(key).encrypt(plain.encode("utf-8")).decode("ascii")
+
+
+def unseal(blob: str, key: str | None) -> PlaceholderVault:
+    """Inverse of :func:`seal` with the same ``key``.
+
+    Raises PrivacyError when the blob is encrypted but no key is given, when a
+    key is given but the blob is not a token it decrypts (wrong key, tampering,
+    or a plain vault: once a key is configured, encryption is required), or
+    when the ``cryptography`` package is missing.
+    """
+    if key is None:
+        if not blob.lstrip().startswith("{"):
+            raise PrivacyError("the placeholder vault is encrypted; configure its key")
+        return PlaceholderVault.from_json(blob)
+    fernet = _fernet(key)
+    from cryptography.fernet import InvalidToken
+
+    try:
+        plain = fernet.decrypt(blob.encode("utf-8"))
+    except InvalidToken as exc:
+        raise PrivacyError(
+            "cannot decrypt the placeholder vault: wrong key, or the data is not encrypted"
+        ) from exc
+    return PlaceholderVault.from_json(plain.decode("utf-8"))
+
+
+def new_key() -> str:
+    """A fresh random Fernet key, as a string to put in configuration."""
+    _require_cryptography()
+    from cryptography.fernet import Fernet
+
+    return Fernet.generate_key().decode("ascii")
+
+
+def _require_cryptography() -> None:
+    """Import the optional ``cryptography`` package, or explain how to get it."""
+    try:
+        import cryptography.fernet  # noqa: F401
+    except ImportError as exc:
+        raise PrivacyError(
+            f"vault encryption needs the 'cryptography' package; {_INSTALL_HINT}"
+        ) from exc
+
+
+def _fernet(key: str) -> Fernet:
+    _require_cryptography()
+    from cryptography.fernet import Fernet
+
+    try:
+        return Fernet(key)
+    except (ValueError, TypeError) as exc:
+        raise PrivacyError(
+            "invalid vault encryption key: expected a Fernet key "
+            "(url-safe base64 of 32 bytes, see chatkeep.privacy.vault.new_key)"
+        ) from exc

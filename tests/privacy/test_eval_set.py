@@ -1,0 +1,55 @@
+"""Accuracy targets on the labelled sets in tests/data/pii (pattern recognizers only)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from chatkeep.privacy.detector import PiiDetector
+from chatkeep.privacy.evaluation import load_labelled, score
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "pii"
+PATTERN_TYPES = (
+    "CREDIT_CARD",
+    "EMAIL",
+    "ES_NIF",
+    "IBAN",
+    "IP_ADDRESS",
+    "PHONE",
+    "UK_NINO",
+    "URL_CREDENTIALS",
+    "US_SSN",
+)
+MIN_PRECISION = 0.98
+MIN_RECALL = 0.97
+
+
+@pytest.mark.parametrize("name", ["eval.jsonl", "holdout.jsonl"])
+def test_labels_are_consistent(name: str) -> None:
+    lines = (DATA / name).read_text(encoding="utf-8").splitlines()
+    assert len(lines) >= 300
+    locales = set()
+    near_misses = 0
+    for line in lines:
+        record = json.loads(line)
+        locales.add(record["locale"])
+        near_misses += record["kind"] == "near_miss"
+        for entity in record["entities"]:
+            assert record["text"][entity["start"] : entity["end"]] == entity["value"]
+            assert entity["type"] in PATTERN_TYPES
+    assert {"en_US", "en_GB", "es_ES", "de_DE", "fr_FR"} <= locales
+    assert near_misses >= 100
+
+
+@pytest.mark.parametrize("name", ["eval.jsonl", "holdout.jsonl"])
+def test_precision_and_recall_targets(name: str) -> None:
+    scores = score(PiiDetector(), load_labelled(DATA / name), PATTERN_TYPES)
+    assert set(scores) == set(PATTERN_TYPES)
+    failures = {
+        entity_type: (round(s.precision, 3), round(s.recall, 3), s.support)
+        for entity_type, s in scores.items()
+        if s.precision < MIN_PRECISION or s.recall < MIN_RECALL or s.support < 25
+    }
+    assert not failures, failures

@@ -1,0 +1,142 @@
+"""PlaceholderVault stability and normalisation; seal/unseal with and without a key."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from chatkeep.errors import PrivacyError
+from chatkeep.privacy.vault import PlaceholderVault, new_key, seal, unseal
+
+
+def test_same_value_same_placeholder_different_values_count_up() -> None:
+    vault = PlaceholderVault()
+    assert vault.placeholder_for("EMAIL", "ana@x.com") == "<EMAIL_1>"
+    assert vault.placeholder_for("EMAIL", "bob@x.com") == "<EMAIL_2>"
+    assert vault.placeholder_for("EMAIL", "ana@x.com") == "<EMAIL_1>"
+    assert vault.placeholder_for("PERSON", "Ana") == "<PERSON_1>"
+    assert vault.placeholder_for("PERSON", "Bob") == "<PERSON_2>"
+    assert len(vault) == 4
+
+
+def test_normalisation_merges_equal_values_and_keeps_first_form() -> None:
+    vault = PlaceholderVault()
+    assert vault.placeholder_for("EMAIL", "Ana@X.com") == vault.placeholder_for(
+        "EMAIL", "ana@x.COM"
+    )
+    assert vault.placeholder_for("CREDIT_CARD", "4111 1111 1111 1111") == vault.placeholder_for(
+        "CREDIT_CARD", "4111-1111-1111-1111"
+    )
+    assert vault.placeholder_for("IBAN", "de89 3704 0044 0532 0130 00") == vault.placeholder_for(
+        "IBAN", "DE89370400440532013000"
+    )
+    assert vault.placeholder_for("PHONE", "+34 612 345 678") == vault.placeholder_for(
+        "PHONE", "612345678", "+34612345678"
+    )
+    assert vault.placeholder_for("IP_ADDRESS", "2001:0db8::0001") == vault.placeholder_for(
+        "IP_ADDRESS", "2001:db8::1"
+    )
+    assert vault.value_for("<EMAIL_1>") == "Ana@X.com"
+
+
+def test_same_value_different_types_are_different_entries() -> None:
+    vault = PlaceholderVault()
+    assert vault.placeholder_for("PERSON", "Paris") != vault.placeholder_for("LOCATION", "Paris")
+
+
+def test_value_for_unknown_or_mangled_placeholder_is_none() -> None:
+    vault = PlaceholderVault()
+    vault.placeholder_for("EMAIL", "ana@x.com")
+    for token in ("<EMAIL_2>", "<EMAIL 1>", "EMAIL_1", "<email_1>"):
+        assert vault.value_for(token) is None
+
+
+def test_invalid_entity_type_is_refused() -> None:
+    with pytest.raises(PrivacyError):
+        PlaceholderVault().placeholder_for("e-mail", "x")
+
+
+def test_json_round_trip_keeps_numbering_going() -> None:
+    vault = PlaceholderVault()
+    vault.placeholder_for("EMAIL", "ana@x.com")
+    vault.placeholder_for("PHONE", "+34 612 345 678", "+34612345678")
+    again = PlaceholderVault.from_json(vault.to_json())
+    assert again.items() == vault.items()
+    assert again.placeholder_for("PHONE", "612345678", "+34612345678") == "<PHONE_1>"
+    assert again.placeholder_for("EMAIL", "new@x.com") == "<EMAIL_2>"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json",
+        "[]",
+        '{"format": "other", "version": 1, "entries": []}',
+        '{"format": "chatkeep.pii-vault", "version": 1, "entries": '
+        '[["<EMAIL_1>", "PHONE", "a", "a"]]}',
+        '{"format": "chatkeep.pii-vault", "version": 1, "entries": [["<EMAIL_1>", "EMAIL", "a"]]}',
+        '{"format": "chatkeep.pii-vault", "version": 1, "entries": '
+        '[["<EMAIL_1>", "EMAIL", "a", "a"], ["<EMAIL_1>", "EMAIL", "b", "b"]]}',
+    ],
+)
+def test_corrupt_json_is_a_privacy_error(text: str) -> None:
+    with pytest.raises(PrivacyError):
+        PlaceholderVault.from_json(text)
+
+
+def _vault() -> PlaceholderVault:
+    vault = PlaceholderVault()
+    vault.placeholder_for("EMAIL", "ana@x.com")
+    vault.placeholder_for("PERSON", "José Ñúñez")
+    return vault
+
+
+def test_seal_without_key_is_plain_json() -> None:
+    blob = seal(_vault(), None)
+    assert "ana@x.com" in blob
+    assert unseal(blob, None).items() == _vault().items()
+
+
+def test_seal_with_key_encrypts_and_round_trips() -> None:
+    key = new_key()
+    blob = seal(_vault(), key)
+    assert "ana@x.com" not in blob and "EMAIL" not in blob
+    assert unseal(blob, key).items() == _vault().items()
+
+
+def test_wrong_key_is_a_privacy_error() -> None:
+    blob = seal(_vault(), new_key())
+    with pytest.raises(PrivacyError, match="cannot decrypt"):
+        unseal(blob, new_key())
+
+
+def test_tampered_blob_is_a_privacy_error() -> None:
+    key = new_key()
+    blob = seal(_vault(), key)
+    with pytest.raises(PrivacyError):
+        unseal(blob[:-4] + ("AAAA" if not blob.endswith("AAAA") else "BBBB"), key)
+
+
+def test_malformed_key_is_a_privacy_error() -> None:
+    with pytest.raises(PrivacyError, match="invalid vault encryption key"):
+        seal(_vault(), "not-a-fernet-key")
+
+
+def test_encrypted_blob_without_key_is_a_privacy_error() -> None:
+    with pytest.raises(PrivacyError, match="encrypted"):
+        unseal(seal(_vault(), new_key()), None)
+
+
+def test_plain_blob_with_key_is_refused() -> None:
+    with pytest.raises(PrivacyError, match="cannot decrypt"):
+        unseal(seal(_vault(), None), new_key())
+
+
+def test_missing_cryptography_is_a_clear_privacy_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "cryptography.fernet", None)
+    with pytest.raises(PrivacyError, match=r"chatkeep\[encryption\]"):
+        seal(_vault(), "x" * 44)
+    with pytest.raises(PrivacyError, match=r"chatkeep\[encryption\]"):
+        unseal("gAAAA", "x" * 44)
+    assert unseal(seal(_vault(), None), None).items() == _vault().items()
