@@ -104,6 +104,7 @@ def timing_table(redactor: Redactor, texts: list[str]) -> str:
         :BLOCK_CHARS
     ]
     prose_time = min(_time(redactor, prose) for _ in range(50)) * 1000
+    median = statistics.median(per_kb)
     return "\n".join(
         [
             f"### Redaction time ({len(texts)} messages of ~1 KB, default recognizers, "
@@ -111,10 +112,13 @@ def timing_table(redactor: Redactor, texts: list[str]) -> str:
             "",
             "| measure | ms per 1 KB |",
             "|---|---:|",
-            f"| median | {statistics.median(per_kb):.3f} |",
+            f"| median | {median:.3f} |",
             f"| p95 | {p95:.3f} |",
             f"| max | {per_kb[-1]:.3f} |",
             f"| 1 KB of prose without PII | {prose_time:.3f} |",
+            "",
+            f"Dense messages take {median / prose_time:.1f}x the time of PII-free prose "
+            "(both measured in this run).",
         ]
     )
 

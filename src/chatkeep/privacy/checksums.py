@@ -7,6 +7,8 @@ can be unit-tested on their own.
 
 from __future__ import annotations
 
+import string
+
 __all__ = [
     "IBAN_LENGTHS",
     "es_nif_valid",
@@ -30,6 +32,8 @@ IBAN_LENGTHS: dict[str, int] = {
     "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20,
 }  # fmt: skip
 
+# IBAN check: letters count as two-digit numbers, A (and a) = 10 ... Z = 35.
+_IBAN_LETTER_VALUES = {ord(char): str(int(char, 36)) for char in string.ascii_letters}
 _NIF_LETTERS = "TRWAGMYFPDXBNJZSQVHLCKE"
 _NIE_PREFIX = {"X": "0", "Y": "1", "Z": "2"}
 # UK NINO: first letter never D F I Q U V; second never D F I O Q U V; some pairs unused.
@@ -60,8 +64,7 @@ def iban_valid(iban: str) -> bool:
     if not (iban[2:4].isdigit() and iban.isalnum() and iban.isascii()):
         return False
     rearranged = iban[4:] + iban[:4]
-    number = "".join(str(int(char, 36)) for char in rearranged)
-    return int(number) % 97 == 1
+    return int(rearranged.translate(_IBAN_LETTER_VALUES)) % 97 == 1
 
 
 def es_nif_valid(nif: str) -> bool:

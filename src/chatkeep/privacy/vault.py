@@ -49,7 +49,8 @@ class PlaceholderVault:
         ``canonical`` is the normalised value that decides equality; by default
         :func:`~chatkeep.privacy.normalize.canonical_value` computes it.
         """
-        if not ENTITY_TYPE_RE.fullmatch(entity_type):
+        # A type already counted was checked when its first value came in.
+        if entity_type not in self._counts and not ENTITY_TYPE_RE.fullmatch(entity_type):
             raise PrivacyError(f"invalid entity type {entity_type!r}: use A-Z, 0-9 and _")
         key = (entity_type, canonical_value(entity_type, value) if canonical is None else canonical)
         placeholder = self._by_key.get(key)

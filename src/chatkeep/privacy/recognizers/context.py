@@ -7,7 +7,8 @@ import re
 __all__ = ["continues_iban"]
 
 # "GB31 NCJL " or "DE89 3704 0044 ": a country code, check digits, then 4-char groups.
-_IBAN_HEAD = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: [A-Z0-9]{4}){0,7} $")
+# The lookbehind sits after the first letter so the regex engine can skip to capitals.
+_IBAN_HEAD = re.compile(r"[A-Z](?<![A-Za-z0-9][A-Z])[A-Z]\d{2}(?: [A-Z0-9]{4}){0,7} $")
 
 
 def continues_iban(text: str, start: int) -> bool:
@@ -16,4 +17,7 @@ def continues_iban(text: str, start: int) -> bool:
     Such digits belong to that IBAN (valid or not), never to a card or phone
     number that happens to hide inside a mistyped one.
     """
-    return start > 0 and _IBAN_HEAD.search(text, max(0, start - 45), start) is not None
+    # The head ends with a space, maybe then the newline "$" may stand before.
+    if text[start - 1 : start] != " " and text[max(0, start - 2) : start] != " \n":
+        return False
+    return _IBAN_HEAD.search(text, max(0, start - 45), start) is not None

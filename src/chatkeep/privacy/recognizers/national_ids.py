@@ -10,13 +10,17 @@ from chatkeep.privacy.checksums import es_nif_valid, uk_nino_valid, us_ssn_valid
 
 __all__ = ["EsNifRecognizer", "UkNinoRecognizer", "UsSsnRecognizer"]
 
-_SSN_SEPARATED = re.compile(r"(?<![\w\-])(\d{3})([- ])(\d{2})\2(\d{4})(?![\w\-]|[ ]\d)")
-_SSN_COMPACT = re.compile(r"(?<![\w\-])(\d{3})(\d{2})(\d{4})(?![\w\-])")
+# "123-45-6789" or "123 45 6789", else nine bare digits (kept only after an SSN label).
+# The lookbehind sits after the first digit so the regex engine can skip to digits.
+_SSN = re.compile(
+    r"(?P<area>\d(?<![\w\-]\d)\d{2})"
+    r"(?:(?P<sep>[- ])(?P<group>\d{2})(?P=sep)(?P<serial>\d{4})(?![\w\-]|[ ]\d)"
+    r"|(?P<bare_group>\d{2})(?P<bare_serial>\d{4})(?![\w\-]))"
+)
 # "SSN", "social security (number|no.)", "SS#" shortly before a compact number.
 _SSN_CONTEXT = re.compile(
     r"(?i)\b(?:ssn|social\s+security(?:\s+(?:number|no\.?|#))?|ss#)(?:\s+(?:is|was))?\W{0,8}$"
 )
-_SSN_WORD = re.compile(r"(?i)ssn|social\s+security|ss#")
 # A country calling code right before means a phone number: "+1 773-57-8045".
 _CALLING_CODE = re.compile(r"\+\d{1,3}[ \-]?$")
 # Lookbehinds sit after the first character so the engine can skip to candidates fast.
@@ -40,19 +44,21 @@ class UsSsnRecognizer:
 
     def find(self, text: str) -> Iterator[Span]:
         """Yield every valid SSN in ``text``."""
-        for match in _SSN_SEPARATED.finditer(text):
-            area, _, group, serial = match.groups()
-            before = text[max(0, match.start() - 5) : match.start()]
-            if us_ssn_valid(area, group, serial) and not _CALLING_CODE.search(before):
-                yield _span(match, "US_SSN", area + group + serial)
-        if _SSN_WORD.search(text) is None:
-            return
-        for match in _SSN_COMPACT.finditer(text):
-            area, group, serial = match.groups()
+        bare: list[Span] = []
+        for match in _SSN.finditer(text):
+            area, start = match.group("area"), match.start()
+            if match.group("sep"):
+                group, serial = match.group("group", "serial")
+                before = text[max(0, start - 5) : start]
+                if us_ssn_valid(area, group, serial) and not _CALLING_CODE.search(before):
+                    yield _span(match, "US_SSN", area + group + serial)
+                continue
+            group, serial = match.group("bare_group", "bare_serial")
             if us_ssn_valid(area, group, serial) and _SSN_CONTEXT.search(
-                text, max(0, match.start() - 40), match.start()
+                text, max(0, start - 40), start
             ):
-                yield _span(match, "US_SSN", area + group + serial)
+                bare.append(_span(match, "US_SSN", area + group + serial))
+        yield from bare
 
 
 class EsNifRecognizer:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from chatkeep.privacy.base import Span
 
@@ -19,6 +19,12 @@ _URL_CREDENTIALS = re.compile(
     r"[^\s\"'<>]+"
 )
 _TRAILING_PUNCTUATION = ".,;:!?)]}'\""
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+# Where the first separator of an address can be: a dot right after a digit, any colon.
+_IPV4_ANCHOR = re.compile(r"\.(?<=\d\.)")
+_IPV6_ANCHOR = re.compile(":")
+# A scheme is 2-21 characters, so a match starts at most 21 characters before its "://".
+_MAX_SCHEME = 21
 
 
 class IpAddressRecognizer:
@@ -34,24 +40,70 @@ class IpAddressRecognizer:
     def find(self, text: str) -> Iterator[Span]:
         """Yield every IP address in ``text``."""
         if "." in text:
-            for match in _IPV4.finditer(text):
-                yield from _ip_span(match.group(), match.start())
+            for match in _anchored_matches(_IPV4, text, _IPV4_ANCHOR, str.isdecimal, 3):
+                value = match.group()
+                if _ipv4_valid(value):
+                    yield Span(match.start(), match.end(), "IP_ADDRESS", value, canonical=value)
         if "::" in text or text.count(":") >= 7:
-            for match in _IPV6.finditer(text):
+            for match in _anchored_matches(_IPV6, text, _IPV6_ANCHOR, _HEX_DIGITS.__contains__, 4):
                 value = match.group()
                 if value.count(":") < 2 or not any(c.isdigit() for c in value):
                     continue
                 # A sentence may end right after the address: "blocked 2001:db8::1."
-                yield from _ip_span(value, match.start(), value.rstrip(".:"))
+                yield from _ipv6_span(value, match.start(), value.rstrip(".:"))
 
 
-def _ip_span(value: str, start: int, fallback: str | None = None) -> Iterator[Span]:
-    """Yield ``value`` (or else ``fallback``) as a span if it is a valid address."""
-    for candidate in (value, fallback):
-        if not candidate:
+def _ipv4_valid(value: str) -> bool:
+    """What ``ipaddress.IPv4Address`` accepts of four dotted 1-3 digit groups.
+
+    ASCII digits, each group 0-255 without a leading zero; the dotted value is
+    then its own compressed form.
+    """
+    return value.isascii() and all(
+        int(group) <= 255 and (group[0] != "0" or group == "0") for group in value.split(".")
+    )
+
+
+def _anchored_matches(
+    pattern: re.Pattern[str],
+    text: str,
+    anchor: re.Pattern[str],
+    head: Callable[[str], bool],
+    size: int,
+) -> Iterator[re.Match[str]]:
+    """``pattern.finditer(text)``, trying only where a match can start.
+
+    For a pattern whose matches begin with at most ``size`` characters ``head``
+    accepts, then a character ``anchor`` finds, and are never preceded by such
+    a character (as "192." in an IPv4 address or "2001:" in an IPv6 one): the
+    start of that run before each anchor is the one place to try, so the regex
+    engine runs a few times instead of at every digit.
+    """
+    resume = 0
+    found = anchor.search(text)
+    while found is not None:
+        at = found.start()
+        start, limit = at, max(resume, at - size)
+        while start > limit and head(text[start - 1]):
+            start -= 1
+        match = pattern.match(text, start)
+        if match is None:
+            found = anchor.search(text, at + 1)
+            continue
+        yield match
+        resume = match.end()
+        found = anchor.search(text, resume)
+
+
+def _ipv6_span(value: str, start: int, fallback: str) -> Iterator[Span]:
+    """Yield ``value`` (or else ``fallback``) as a span if it is a valid IPv6 address."""
+    for candidate in (value, fallback) if fallback != value else (value,):
+        # Without "::" an address spells out all eight groups (the last two maybe as an
+        # IPv4 address), so six colons at least: skip the costly failed parse of "10:30:00".
+        if "::" not in candidate and candidate.count(":") < 6:
             continue
         try:
-            address = ipaddress.ip_address(candidate)
+            address = ipaddress.IPv6Address(candidate)
         except ValueError:
             continue
         end = start + len(candidate)
@@ -71,9 +123,20 @@ class UrlCredentialsRecognizer:
 
     def find(self, text: str) -> Iterator[Span]:
         """Yield every credential-bearing URL in ``text``."""
-        if "://" not in text:
-            return
-        for match in _URL_CREDENTIALS.finditer(text):
+        resume = 0
+        separator = text.find("://")
+        while separator != -1:
+            # ":" and "/" end a scheme, so a match has its scheme right before this "://".
+            match = None
+            for start in range(max(resume, separator - _MAX_SCHEME), separator - 1):
+                match = _URL_CREDENTIALS.match(text, start)
+                if match is not None:
+                    break
+            if match is None:
+                separator = text.find("://", separator + 1)
+                continue
+            resume = match.end()
+            separator = text.find("://", resume)
             value = match.group().rstrip(_TRAILING_PUNCTUATION)
             if "@" not in value.split("://", 1)[1]:
                 continue

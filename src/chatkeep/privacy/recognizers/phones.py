@@ -24,6 +24,11 @@ import phonenumbers
 from chatkeep.errors import PrivacyError
 from chatkeep.privacy.base import Span
 from chatkeep.privacy.recognizers.context import continues_iban
+from chatkeep.privacy.recognizers.phone_rules import (
+    number_rules,
+    shares_calling_code,
+    valid_anywhere,
+)
 
 __all__ = ["DEFAULT_PHONE_REGIONS", "PhoneRecognizer"]
 
@@ -52,14 +57,25 @@ _DATE_PREFIX = re.compile(
 _VERSION = re.compile(r"[1-9]\d*(?:\.\d+){3,}")
 _ZIP4 = re.compile(r"\d{5}-\d{4}")  # US ZIP+4, e.g. "94110-1234"
 _IPV4_SHAPE = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
-_LABEL = re.compile(
-    r"(?i)(?:\b(?:order|invoice|inv|ref|reference|ticket|case|tracking|account|acct|po|sku"
-    r"|serial|item|id|no|nr|num|number|pedido|factura|referencia|bestellung|bestellnummer"
-    r"|rechnung|rechnungsnummer|kundennummer|auftrag|vorgang|commande|facture|dossier)\b\.?"
-    r"|#|n[°º]|№)\s*[:#.]?\s*$"
+_LABEL_WORDS = (
+    "order", "invoice", "inv", "ref", "reference", "ticket", "case", "tracking", "account",
+    "acct", "po", "sku", "serial", "item", "id", "no", "nr", "num", "number", "pedido",
+    "factura", "referencia", "bestellung", "bestellnummer", "rechnung", "rechnungsnummer",
+    "kundennummer", "auftrag", "vorgang", "commande", "facture", "dossier",
+)  # fmt: skip
+# A label ending the text before a number: "order no.", "invoice #:", "ref", "#", "n°".
+# Searching a pattern anchored at the end of the text tries a match at every position,
+# so the reversed text is matched from its start instead (one attempt); the pattern
+# is reversed too and equals (?i)(?:\b(?:words)\b\.?|#|n[°º]|№)\s*[:#.]?\s*$.
+_LABEL_REVERSED = re.compile(
+    r"(?i)\s*[:#.]?\s*(?:\.?\b(?:" + "|".join(w[::-1] for w in _LABEL_WORDS) + r")\b|#|[°º]n|№)"
 )
 _CURRENCY = re.compile(r"(?:[$€£¥]|\b(?:EUR|USD|GBP))\s?$")
 _CURRENCY_AFTER = re.compile(r"\s?(?:[$€£¥]|(?:EUR|USD|GBP)\b)")
+# The last character of a currency sign or code; one of them ends any _CURRENCY match
+# within the last three characters (a space and a final newline may follow it).
+_CURRENCY_LAST = frozenset("$€£¥RDP")
+_DATE_SEPARATORS = frozenset("./-")
 _MIN_DIGITS, _MAX_DIGITS = 7, 17
 
 
@@ -107,29 +123,35 @@ class PhoneRecognizer:
     def _validate(self, text: str, match: re.Match[str]) -> str | None:
         """E.164 form of the candidate, or None when it is not a phone number."""
         raw = match.group()
-        ext_match = _EXTENSION.search(raw)
+        ext_match = _EXTENSION.search(raw) if "x" in raw else None
         body = raw[: ext_match.start()] if ext_match else raw
         extension = _NON_DIGITS.sub("", ext_match.group()) if ext_match else ""
         digits = _NON_DIGITS.sub("", body)
         if not _MIN_DIGITS <= len(digits) <= _MAX_DIGITS or body.count("(") != body.count(")"):
             return None
-        if _DATE.fullmatch(body) or _DATE_PREFIX.match(body) or _IPV4_SHAPE.fullmatch(body):
+        if not _DATE_SEPARATORS.isdisjoint(body) and (
+            _DATE.fullmatch(body) or _DATE_PREFIX.match(body) or _IPV4_SHAPE.fullmatch(body)
+        ):
             return None
         if body.lstrip("(").startswith("+"):
             return _international(_NON_DIGITS.sub("", body.replace("(0)", "")), raw, extension)
         if digits.startswith("00"):
-            return _international(digits[2:], "+" + raw.split("00", 1)[1], extension)
-        if _VERSION.fullmatch(body) or _ZIP4.fullmatch(body) or continues_iban(text, match.start()):
+            # After the second "0" digit, whatever separates it from the first ("0 0...").
+            rest = raw[raw.index("0", raw.index("0") + 1) + 1 :]
+            return _international(digits[2:], "+" + rest, extension)
+        if _VERSION.fullmatch(body) or _ZIP4.fullmatch(body):
             return None
-        before = text[max(0, match.start() - 24) : match.start()]
-        after = text[match.end() : match.end() + 5]
-        if _LABEL.search(before) or _CURRENCY.search(before) or _CURRENCY_AFTER.match(after):
+        # Cheap metadata checks before the context checks and validation (tens of µs).
+        plausible = self._plausible(digits)
+        if not plausible or continues_iban(text, match.start()):
             return None
-        return self._national(raw, body, digits, extension)
+        if _labelled(text, match.start(), match.end()):
+            return None
+        return _national(plausible, raw, body, extension)
 
-    def _national(self, raw: str, body: str, digits: str, extension: str) -> str | None:
-        """Validate a number written without international prefix against each region."""
-        valid: list[phonenumbers.PhoneNumber] = []
+    def _plausible(self, digits: str) -> list[tuple[_Region, str]]:
+        """Each region whose trunk prefix, lengths and pattern fit, with the national number."""
+        plausible: list[tuple[_Region, str]] = []
         for region in self._regions:
             nsn = digits
             if region.trunk_prefix is not None:
@@ -138,24 +160,40 @@ class PhoneRecognizer:
                 nsn = digits[len(region.trunk_prefix) :]
             elif region.country_code == 1 and len(digits) == 11 and digits[0] == "1":
                 nsn = digits[1:]
-            # Cheap metadata checks first; validation costs tens of µs.
-            if len(nsn) not in region.lengths or not region.pattern.fullmatch(nsn):
-                continue
-            if region.simple and nsn[0] != "0":
-                number = _valid(region.country_code, nsn, extension, region.code)
-            else:  # leading zeros or prefix rewriting: let libphonenumber parse it
-                number = _parse(raw, region.code)
-            if number is not None and number.country_code == region.country_code:
-                valid.append(number)
-        if len(valid) > 1:
-            groups = _groups(body)
-            for number in valid:
-                national = phonenumbers.format_number(
-                    number, phonenumbers.PhoneNumberFormat.NATIONAL
-                )
-                if _groups(national) == groups:
-                    return _format(number)
-        return _format(valid[0]) if valid else None
+            if len(nsn) in region.lengths and region.pattern.fullmatch(nsn):
+                plausible.append((region, nsn))
+        return plausible
+
+
+def _labelled(text: str, start: int, end: int) -> bool:
+    """True when a label ("order", "#", ...) or a currency says the number is something else."""
+    before = text[max(0, start - 24) : start]
+    if _LABEL_REVERSED.match(before[::-1]):
+        return True
+    if not _CURRENCY_LAST.isdisjoint(before[-3:]) and _CURRENCY.search(before):
+        return True
+    return _CURRENCY_AFTER.match(text[end : end + 5]) is not None
+
+
+def _national(
+    plausible: list[tuple[_Region, str]], raw: str, body: str, extension: str
+) -> str | None:
+    """Validate a number written without international prefix for each plausible region."""
+    valid: list[phonenumbers.PhoneNumber] = []
+    for region, nsn in plausible:
+        if region.simple and nsn[0] != "0":
+            number = _valid(region.country_code, nsn, extension, region.code)
+        else:  # leading zeros or prefix rewriting: let libphonenumber parse it
+            number = _parse(raw, region.code)
+        if number is not None and number.country_code == region.country_code:
+            valid.append(number)
+    if len(valid) > 1:
+        groups = _groups(body)
+        for number in valid:
+            national = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.NATIONAL)
+            if _groups(national) == groups:
+                return _format(number)
+    return _format(valid[0]) if valid else None
 
 
 def _region(code: str) -> _Region:
@@ -205,17 +243,24 @@ def _international(digits: str, raw: str, extension: str) -> str | None:
 def _valid(
     country_code: int, nsn: str, extension: str, region: str | None
 ) -> phonenumbers.PhoneNumber | None:
-    """The number if libphonenumber deems it valid (as ``Leniency.VALID`` does), else None."""
-    number = phonenumbers.PhoneNumber(
+    """The number if libphonenumber deems it valid (as ``Leniency.VALID`` does), else None.
+
+    ``nsn`` has no leading zero, so it is the number's national significant number.
+    """
+    if region is None or not number_rules(region).valid(nsn):
+        # Not valid in the region asked for; maybe in another with the same code (US, CA).
+        if region is not None and not shares_calling_code(region):
+            return None
+        if not valid_anywhere(country_code, nsn):
+            return None
+    return phonenumbers.PhoneNumber(
         country_code=country_code, national_number=int(nsn), extension=extension or None
     )
-    if region is not None and phonenumbers.is_valid_number_for_region(number, region):
-        return number
-    return number if phonenumbers.is_valid_number(number) else None
 
 
 def _format(number: phonenumbers.PhoneNumber) -> str:
-    e164 = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+    # What format_number(number, E164) returns for a valid (so non-zero) number.
+    e164 = f"+{number.country_code}{phonenumbers.national_significant_number(number)}"
     return f"{e164};ext={number.extension}" if number.extension else e164
 
 
