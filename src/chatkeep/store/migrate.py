@@ -17,12 +17,13 @@ from alembic import command
 from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Connection, Engine, inspect, text
 
 from chatkeep.errors import StoreError
 from chatkeep.store.schema import metadata
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+SCHEMA_LOCK_KEY = 0x636B_7363  # "cksc": chatkeep schema
 
 
 def alembic_config() -> AlembicConfig:
@@ -45,40 +46,57 @@ def current(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
-def _run(engine: Engine, action: str, revision: str) -> None:
+def _run(conn: Connection, action: str, revision: str) -> None:
     config = alembic_config()
-    with engine.begin() as conn:
-        config.attributes["connection"] = conn
-        getattr(command, action)(config, revision)
+    config.attributes["connection"] = conn
+    getattr(command, action)(config, revision)
+
+
+def _locked(conn: Connection) -> None:
+    """Serialise schema work between processes starting at once on one database: an
+    advisory lock on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` already holds the write lock."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Apply migrations up to ``revision``."""
-    _run(engine, "upgrade", revision)
+    with engine.begin() as conn:
+        _locked(conn)
+        _run(conn, "upgrade", revision)
 
 
 def downgrade(engine: Engine, revision: str) -> None:
     """Revert migrations down to ``revision`` (``"base"`` removes every table)."""
-    _run(engine, "downgrade", revision)
+    with engine.begin() as conn:
+        _locked(conn)
+        _run(conn, "downgrade", revision)
 
 
 def stamp(engine: Engine, revision: str = "head") -> None:
     """Record ``revision`` as applied without running anything."""
-    _run(engine, "stamp", revision)
+    with engine.begin() as conn:
+        _run(conn, "stamp", revision)
 
 
 def ensure_schema(engine: Engine) -> None:
-    """Bring the database to the current schema (see the module docstring)."""
-    revision = current(engine)
-    if revision == head_revision():
+    """Bring the database to the current schema (see the module docstring), in one
+    transaction under the schema lock, so concurrent starters cannot interleave."""
+    head = head_revision()
+    if current(engine) == head:  # the common case: no lock, no write
         return
-    if revision is not None:
-        upgrade(engine)
-        return
-    existing = set(inspect(engine).get_table_names()) & set(metadata.tables)
-    if existing:
-        raise StoreError(
-            f"the database has chatkeep tables ({', '.join(sorted(existing))}) but no "
-            "migration stamp; run `chatkeep db stamp` if they are current")
-    metadata.create_all(engine)
-    stamp(engine)
+    with engine.begin() as conn:
+        _locked(conn)
+        revision = MigrationContext.configure(conn).get_current_revision()
+        if revision == head:
+            return
+        if revision is not None:
+            _run(conn, "upgrade", "head")
+            return
+        existing = set(inspect(conn).get_table_names()) & set(metadata.tables)
+        if existing:
+            raise StoreError(
+                f"the database has chatkeep tables ({', '.join(sorted(existing))}) but no "
+                "migration stamp; run `chatkeep db stamp` if they are current")
+        metadata.create_all(conn)
+        _run(conn, "stamp", "head")

@@ -178,6 +178,15 @@ class Repository:
         except DBAPIError as exc:
             raise StoreError(f"database error: {exc.orig or exc}") from exc
 
+    @contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """A connection for reads; database errors surface as ``StoreError`` here too."""
+        try:
+            with self.engine.connect() as conn:
+                yield conn
+        except DBAPIError as exc:
+            raise StoreError(f"database error: {exc.orig or exc}") from exc
+
     # -- sessions ------------------------------------------------------------------------
 
     def create_session(self, tenant: Ref, actor: Ref | None, subject: Ref | None, *,
@@ -199,7 +208,7 @@ class Repository:
 
     def get_session(self, session_id: str, tenant: Ref | None = None) -> SessionRow:
         """Load a session; with ``tenant`` given, another tenant's session is not found."""
-        with self.engine.connect() as conn:
+        with self.reading() as conn:
             return self._load_session(conn, session_id, tenant)
 
     def _load_session(self, conn: Connection, session_id: str, tenant: Ref | None) -> SessionRow:
@@ -225,7 +234,7 @@ class Repository:
             query = query.where(chat_sessions.c.last_message_at < before)
         query = query.order_by(chat_sessions.c.last_message_at.desc(),
                                chat_sessions.c.id.desc()).limit(limit)
-        with self.engine.connect() as conn:
+        with self.reading() as conn:
             return [_row_to_session(r) for r in conn.execute(query)]
 
     def update_session(self, session_id: str, **values: Any) -> SessionRow:
@@ -331,7 +340,7 @@ class Repository:
         query = query.order_by(chat_messages.c.seq)
         if limit is not None:
             query = query.limit(limit)
-        with self.engine.connect() as conn:
+        with self.reading() as conn:
             return [_row_to_message(r) for r in conn.execute(query)]
 
     # -- usage ---------------------------------------------------------------------------
@@ -375,7 +384,7 @@ class Repository:
             query = query.where(u.created_at >= since)
         if until is not None:
             query = query.where(u.created_at < until)
-        with self.engine.connect() as conn:
+        with self.reading() as conn:
             rows = conn.execute(query.order_by(u.tenant_type, u.tenant_id, u.purpose)).all()
         lines = []
         for t_type, t_id, t_int, purpose, model, prompt, completion, calls in rows:
@@ -389,7 +398,7 @@ class Repository:
         u = chat_usage.c
         query = select(func.coalesce(func.sum(u.prompt_tokens + u.completion_tokens), 0)).where(
             u.session_id == session_id)
-        with self.engine.connect() as conn:
+        with self.reading() as conn:
             return int(conn.execute(query).scalar_one())
 
     # -- summary -------------------------------------------------------------------------
@@ -412,3 +421,25 @@ class Repository:
             if result.rowcount != 1:
                 return None
             return self._load_session(conn, session_id, None)
+
+    # -- PII vault -----------------------------------------------------------------------
+
+    def read_vault(self, session_id: str) -> tuple[str | None, int]:
+        """The sealed placeholder mapping of a session and its version."""
+        query = select(chat_sessions.c.pii_vault, chat_sessions.c.pii_vault_version).where(
+            chat_sessions.c.id == session_id)
+        with self.reading() as conn:
+            row = conn.execute(query).first()
+        if row is None:
+            raise SessionNotFound(f"no session {session_id!r}")
+        return row[0], int(row[1])
+
+    def compare_and_set_vault(self, session_id: str, expected_version: int, blob: str) -> bool:
+        """Store a grown placeholder mapping unless another writer did first."""
+        with self.transaction() as conn:
+            result = conn.execute(
+                update(chat_sessions)
+                .where(chat_sessions.c.id == session_id,
+                       chat_sessions.c.pii_vault_version == expected_version)
+                .values(pii_vault=blob, pii_vault_version=expected_version + 1))
+            return result.rowcount == 1
