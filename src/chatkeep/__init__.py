@@ -19,6 +19,7 @@ from chatkeep.errors import (
     StoreError,
 )
 from chatkeep.history import HistoryCompressor
+from chatkeep.memory import DistilResult, Memory, MemoryService, Retriever, Scope
 from chatkeep.messages import Message, Role, ToolCall, Usage
 from chatkeep.refs import Ref
 from chatkeep.sessions import ChatSession
@@ -29,16 +30,21 @@ __all__ = [
     "ChatkeepError",
     "Config",
     "ConfigError",
+    "DistilResult",
     "DistillationError",
     "HistoryCompressor",
     "InvalidMessage",
     "InvalidReference",
     "InvalidTokens",
+    "Memory",
+    "MemoryService",
     "Message",
     "ModelError",
     "PrivacyError",
     "Ref",
+    "Retriever",
     "Role",
+    "Scope",
     "SessionClosed",
     "SessionNotFound",
     "StoreError",

@@ -17,6 +17,8 @@ from chatkeep.history.compressor import HistoryCompressor
 from chatkeep.jobs import Dispatcher, make_dispatcher
 from chatkeep.llm.base import ChatModel, as_chat_model
 from chatkeep.llm.openai_client import model_from_config
+from chatkeep.memory import DISTIL_JOB, MemoryService
+from chatkeep.privacy.guard import PrivacyGuard
 from chatkeep.refs import Ref, require_ref
 from chatkeep.sessions import SessionService
 from chatkeep.store.engine import make_engine
@@ -46,14 +48,23 @@ class Chatkeep:
         self.model: ChatModel | None = (
             as_chat_model(model) if model is not None else model_from_config(self.config.llm))
         self.sessions = SessionService(self.repository, self.counter)
+        self.privacy = PrivacyGuard(self.config.privacy, self.repository)
         self.compressor = HistoryCompressor(self.model, config=self.config.chat,
-                                            counter=self.counter)
+                                            counter=self.counter, outbound_filter=self.privacy)
         self.dispatcher = make_dispatcher(dispatcher)
+        self.memory = MemoryService(self.repository, self.model, sessions=self.sessions,
+                                    dispatcher=self.dispatcher, config=self.config.memory,
+                                    language=self.config.chat.language, counter=self.counter,
+                                    outbound_filter=self.privacy)
+        if self.config.memory.distil_on_compress:
+            self.compressor.on_compress.append(self.memory.dispatch_distil)
+        if self.config.memory.recall_in_history:
+            self.compressor.memory_provider = self.memory.provider
         self.dispatcher.bind(self.job_handlers())
 
     def job_handlers(self) -> dict[str, Any]:
         """Job name -> handler taking a session id (what dispatchers and workers run)."""
-        return {}
+        return {DISTIL_JOB: self.memory.run_job}
 
     def usage(self, tenant: Ref | None = None, *, since: datetime | None = None,
               until: datetime | None = None) -> list[UsageLine]:

@@ -10,6 +10,7 @@ from chatkeep.cli.db import db_app
 from chatkeep.cli.demo import demo
 from chatkeep.cli.sessions import history, sessions_app, usage
 from chatkeep.cli.transfer import import_file
+from chatkeep.cli.memories import memories_app, sweep
 
 app = typer.Typer(help="chatkeep: durable multi-tenant chat sessions within a token budget.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -19,6 +20,8 @@ app.command()(history)
 app.command("import")(import_file)
 app.command()(usage)
 app.add_typer(db_app, name="db")
+app.command()(sweep)
+app.add_typer(memories_app, name="memories")
 
 
 @app.callback()

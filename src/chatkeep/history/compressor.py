@@ -44,6 +44,11 @@ class OutboundFilter(Protocol):
         """A text filter for ``session`` (the identity when the session does not redact)."""
         ...
 
+    def restore(self, session: ChatSession, text: str) -> str:
+        """Undo the filter on model-written text (a stored summary) before filtering it
+        again, so its placeholders are kept rather than escaped as user-typed ones."""
+        ...
+
 
 CompressHook = Callable[[ChatSession], None]
 MemoryProvider = Callable[[ChatSession], Sequence[str]]
@@ -98,23 +103,21 @@ class HistoryCompressor:
 
         Never raises because the summariser failed: it then replays everything after
         the previous watermark with the previous summary. Never contains tool messages
-        or tool calls.
+        or tool calls. Fails closed on privacy: if the session redacts and redaction
+        cannot run (a wrong encryption key), ``PrivacyError`` is raised and nothing is sent.
         """
         if memories is None and self.memory_provider is not None:
             memories = self._recall(session)
-        redact = self.outbound_filter.for_session(session) if self.outbound_filter else _identity
-        system_text = redact(_with_memories(system_prompt, memories))
         for _ in range(MAX_CAS_ATTEMPTS):
-            session.refresh()
-            row = session.row
-            pending = session.messages_after(row.summary_watermark)
-            replay = [(m, redact(text)) for m in pending
-                      if (text := m.replay_text) is not None]
-            summary = redact(row.summary) if row.summary else None
+            # Re-read first: the switches, summary and watermark may have moved elsewhere.
+            redact, row = self._filter(session.refresh()), session.row
+            system_text = redact(_with_memories(system_prompt, memories))
+            replay = self._replay(session, row.summary_watermark, redact)
+            summary = self._model_text(session, row.summary, redact)
             fold = self._choose_fold(system_text, summary, replay)
             if not fold:
                 return self._render(system_text, summary, replay)
-            result = self._summarize(session, summary, fold)
+            result = self._summarize(session, summary, fold, redact)
             if result is None:
                 return self._render(system_text, summary, replay)
             new_row = session.repository.compare_and_set_summary(
@@ -126,12 +129,33 @@ class HistoryCompressor:
             log.info("session %s: folded %d messages, watermark %d -> %d", session.id,
                      len(fold), row.summary_watermark, new_row.summary_watermark)
             self._after_compress(session)
-            return self._render(system_text, redact(result.text), replay[len(fold):])
-        session.refresh()
-        row = session.row
-        pending = session.messages_after(row.summary_watermark)
-        return self._render(system_text, redact(row.summary) if row.summary else None,
-                            [(m, redact(t)) for m in pending if (t := m.replay_text) is not None])
+            return self._render(system_text, self._model_text(session, result.text, redact),
+                                replay[len(fold):])
+        # Still losing races after several attempts: replay what is stored, verbatim.
+        redact, row = self._filter(session.refresh()), session.row
+        return self._render(redact(_with_memories(system_prompt, memories)),
+                            self._model_text(session, row.summary, redact),
+                            self._replay(session, row.summary_watermark, redact))
+
+    def _filter(self, session: ChatSession) -> Callable[[str], str]:
+        return self.outbound_filter.for_session(session) if self.outbound_filter else _identity
+
+    def _model_text(self, session: ChatSession, text: str | None,
+                    redact: Callable[[str], str]) -> str | None:
+        """Outgoing form of model-written text (the summary): restored, then filtered, so a
+        summary written before redaction was switched on is redacted too."""
+        if not text:
+            return None
+        if self.outbound_filter is None:
+            return text
+        return redact(self.outbound_filter.restore(session, text))
+
+    @staticmethod
+    def _replay(session: ChatSession, watermark: int,
+                redact: Callable[[str], str]) -> list[tuple[Message, str]]:
+        """Replayable messages after ``watermark`` with their outgoing (redacted) text."""
+        return [(m, redact(text)) for m in session.messages_after(watermark)
+                if (text := m.replay_text) is not None]
 
     # -- steps ---------------------------------------------------------------------------
 
@@ -161,9 +185,8 @@ class HistoryCompressor:
             remaining -= self.counter.count(text)
         return fold
 
-    def _summarize(self, session: ChatSession, previous: str | None,
-                   fold: Sequence[Message]) -> SummaryResult | None:
-        redact = self.outbound_filter.for_session(session) if self.outbound_filter else _identity
+    def _summarize(self, session: ChatSession, previous: str | None, fold: Sequence[Message],
+                   redact: Callable[[str], str]) -> SummaryResult | None:
         outbound = [dataclasses.replace(m, content=redact(m.content or "")) for m in fold]
         try:
             result = self.summarizer.summarize(previous, outbound, self.config.language)

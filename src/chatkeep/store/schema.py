@@ -21,6 +21,15 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    event,
+    text,
+)
+
+from chatkeep.store.memory_index import (
+    PG_INDEX,
+    PG_TEXT_CONFIG,
+    create_memory_text_index,
+    drop_memory_text_index,
 )
 
 # Named constraints so Alembic migrations are stable across backends.
@@ -62,6 +71,7 @@ chat_sessions = Table(
     Column("summary_version", Integer, nullable=False, default=0),
     Column("distilled_through", Integer, nullable=False, default=0),
     Column("distil_version", Integer, nullable=False, default=0),
+    Column("distil_lease_until", TS, nullable=True),  # sweep claim; see memory/sweep.py
     Column("pii_vault", Text, nullable=True),
     Column("pii_vault_version", Integer, nullable=False, default=0),
     Column("closed_at", TS, nullable=True),
@@ -119,3 +129,34 @@ chat_usage = Table(
     Index("ix_chat_usage_tenant_time", "tenant_type", "tenant_id", "created_at"),
     Index("ix_chat_usage_session", "session_id"),
 )
+
+# Durable facts distilled from conversations. ``scope_key`` is "tenant",
+# "subject:<ref>" or "personal:<ref>" (see chatkeep.memory.scopes): one indexed
+# column that recall filters on and that makes a live duplicate impossible.
+memories = Table(
+    "memories",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    *_ref_columns("tenant", nullable=False),
+    *_ref_columns("subject", nullable=True),
+    *_ref_columns("actor", nullable=True),  # set = personal
+    Column("scope", String(16), nullable=False),
+    Column("scope_key", String(400), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("content_key", String(64), nullable=False),  # sha256 of the normalised text
+    Column("source_session_id", String(36), nullable=True),
+    Column("source_through_seq", Integer, nullable=False),
+    Column("created_at", TS, nullable=False),
+    Column("updated_at", TS, nullable=False),
+    Column("superseded_by", BigId, nullable=True),  # no FK: survives the newer row's erasure
+    Index("ix_memories_scope_recent", "tenant_type", "tenant_id", "scope_key", "updated_at"),
+    Index("ix_memories_actor", "tenant_type", "tenant_id", "actor_type", "actor_id"),
+    Index("uq_memories_live_content", "tenant_type", "tenant_id", "scope_key", "content_key",
+          unique=True, sqlite_where=text("superseded_by IS NULL"),
+          postgresql_where=text("superseded_by IS NULL")),
+    # PostgreSQL only, declared so autogenerate keeps it; create_memory_text_index has it too.
+    Index(PG_INDEX, text(f"to_tsvector('{PG_TEXT_CONFIG}', content)"),
+          postgresql_using="gin").ddl_if(dialect="postgresql"),
+)
+event.listen(memories, "after_create", create_memory_text_index)
+event.listen(memories, "before_drop", drop_memory_text_index)

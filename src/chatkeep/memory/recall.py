@@ -1,0 +1,84 @@
+"""Recall: the memories that apply to a session, most relevant first.
+
+Scope first, relevance second: the candidate set is always exactly the session's
+readable scopes (tenant, its subject, its actor's personal ones) inside its own
+tenant, whatever the retriever does. ``Retriever`` is the seam for ranking:
+``TextRetriever`` uses the database's full-text index; an embedding retriever
+can implement the same protocol later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from chatkeep.memory.scopes import readable_targets
+from chatkeep.memory.text import query_terms
+from chatkeep.refs import Ref
+from chatkeep.sessions import ChatSession
+from chatkeep.store.memories import MemoryRow, MemoryStore
+
+Memory = MemoryRow
+"""A stored memory as recall and listing return it."""
+
+RECENT_TURNS_FOR_QUERY = 6
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Ranks a tenant's live memories in ``scope_keys`` against ``query``."""
+
+    def search(self, tenant: Ref, scope_keys: Sequence[str], query: str,
+               limit: int) -> list[MemoryRow]:
+        """At most ``limit`` matching memories, best first; only from ``scope_keys``."""
+        ...
+
+
+class TextRetriever:
+    """Full-text ranking: SQLite FTS5 ``bm25`` / PostgreSQL ``ts_rank``, recency breaks ties."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+
+    def search(self, tenant: Ref, scope_keys: Sequence[str], query: str,
+               limit: int) -> list[MemoryRow]:
+        """Memories sharing any meaningful word with ``query`` (stopwords dropped)."""
+        return self.store.search(tenant, scope_keys, query_terms(query), limit)
+
+
+class Recaller:
+    """Answers ``keep.memory.recall`` and feeds ``build_history`` (``provider``)."""
+
+    def __init__(self, store: MemoryStore, retriever: Retriever, default_limit: int) -> None:
+        self.store = store
+        self.retriever = retriever
+        self.default_limit = default_limit
+
+    def recall(self, tenant: Ref, actor: Ref | None, subject: Ref | None,
+               query: str | None = None, limit: int | None = None) -> list[Memory]:
+        """With a query: the matching memories by relevance. Without: the most recent."""
+        limit = self.default_limit if limit is None else limit
+        keys = [t.key for t in readable_targets(tenant, actor, subject)]
+        if query is not None and query_terms(query):
+            return self.retriever.search(tenant, keys, query, limit)
+        return self.store.recent(tenant, keys, limit)
+
+    def provider(self, session: ChatSession) -> list[str]:
+        """Memories for the system message: those matching the latest user turn, topped
+        up with the most recent applicable ones (subject context matters even when the
+        words do not match)."""
+        keys = [t.key for t in readable_targets(session.tenant, session.actor, session.subject)]
+        found = self.retriever.search(session.tenant, keys, _latest_user_text(session),
+                                      self.default_limit)
+        if len(found) < self.default_limit:
+            found += self.store.recent(session.tenant, keys, self.default_limit - len(found),
+                                       exclude=[m.id for m in found])
+        return [m.content for m in found]
+
+
+def _latest_user_text(session: ChatSession) -> str:
+    recent = session.messages_after(max(0, session.message_count - RECENT_TURNS_FOR_QUERY))
+    for message in reversed(recent):
+        if message.role.value == "user" and message.content:
+            return message.content
+    return ""

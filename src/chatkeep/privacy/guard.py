@@ -1,0 +1,101 @@
+"""``PrivacyGuard``: the two switches, and the per-session placeholder mapping in the database.
+
+Redaction happens exactly when the application switch (``privacy.anonymize_pii``,
+off by default) and the session's own (``session.anonymize_pii``, on by default)
+are both on. The guard is the ``OutboundFilter`` the compressor and the distiller
+run every outgoing text through, and it restores real values into model output.
+
+The mapping lives in ``chat_sessions.pii_vault`` (Fernet-encrypted when
+``privacy.encryption_key`` is set) and grows by compare-and-set, so two
+processes redacting the same session never give one placeholder two values:
+a writer that loses the race re-reads the mapping and redacts again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from chatkeep.config import PrivacyConfig
+from chatkeep.errors import PrivacyError
+from chatkeep.privacy.detector import PiiDetector, Recognizer, default_recognizers
+from chatkeep.privacy.redactor import Redactor
+from chatkeep.privacy.vault import PlaceholderVault, seal, unseal
+from chatkeep.sessions import ChatSession
+from chatkeep.store.repository import Repository
+
+MAX_VAULT_ATTEMPTS = 8
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+class PrivacyGuard:
+    """Decides whether a session redacts, redacts its outgoing text, restores model output."""
+
+    def __init__(
+        self,
+        config: PrivacyConfig,
+        repository: Repository,
+        extra_recognizers: list[Recognizer] | None = None,
+    ) -> None:
+        self.config = config
+        self.repository = repository
+        recognizers: list[Recognizer] = default_recognizers(config.phone_regions)
+        if config.ner:
+            from chatkeep.privacy.ner import PresidioRecognizer
+
+            recognizers.append(PresidioRecognizer())
+        recognizers.extend(extra_recognizers or [])
+        self.redactor = Redactor(PiiDetector(recognizers))
+
+    def redacts(self, session: ChatSession) -> bool:
+        """Both switches on: the application's and this conversation's."""
+        return self.config.anonymize_pii and session.anonymize_pii
+
+    def for_session(self, session: ChatSession) -> Callable[[str], str]:
+        """The text filter for everything that leaves for a model on ``session``'s behalf."""
+        if not self.redacts(session):
+            return _identity
+        return _SessionRedaction(self, session.id)
+
+    def vault(self, session: ChatSession) -> PlaceholderVault:
+        """The session's placeholder mapping as stored."""
+        return self._load(session.id)[0]
+
+    def restore(self, session: ChatSession, text: str) -> str:
+        """Put real values back into model output (exact placeholders only; a mangled one
+        stays as it is). Safe on any session: with nothing mapped, text comes back as is."""
+        return self.redactor.restore(text, self.vault(session))
+
+    def _load(self, session_id: str) -> tuple[PlaceholderVault, int]:
+        blob, version = self.repository.read_vault(session_id)
+        if blob is None:
+            return PlaceholderVault(), version
+        return unseal(blob, self.config.encryption_key), version
+
+
+class _SessionRedaction:
+    """Redacts texts of one session, persisting new placeholders before returning text
+    that uses them (so every placeholder a model sees is already in the database)."""
+
+    def __init__(self, guard: PrivacyGuard, session_id: str) -> None:
+        self.guard = guard
+        self.session_id = session_id
+        self.vault, self.version = guard._load(session_id)
+
+    def __call__(self, text: str) -> str:
+        for _ in range(MAX_VAULT_ATTEMPTS):
+            size = len(self.vault)
+            redacted = self.guard.redactor.redact(text, self.vault)
+            if len(self.vault) == size:
+                return redacted
+            blob = seal(self.vault, self.guard.config.encryption_key)
+            if self.guard.repository.compare_and_set_vault(self.session_id, self.version, blob):
+                self.version += 1
+                return redacted
+            self.vault, self.version = self.guard._load(self.session_id)
+        raise PrivacyError(
+            f"session {self.session_id}: could not store the placeholder mapping "
+            f"after {MAX_VAULT_ATTEMPTS} attempts"
+        )

@@ -1,0 +1,207 @@
+"""Privacy wired into chatkeep: the two switches, redaction of everything sent to a model,
+stable placeholders stored per session, restore, encryption at rest."""
+
+from __future__ import annotations
+
+import threading
+
+import openai
+import pytest
+
+from chatkeep import Chatkeep, PrivacyError, Ref
+from chatkeep.privacy import new_key
+from chatkeep.testing import FakeOpenAIServer, Reply
+
+ORG = Ref("organization", 1)
+EMAIL_A = "maria.garcia@example.com"
+EMAIL_B = "j.smith+billing@corp.example.co.uk"
+PHONE = "+34 612 345 678"
+CARD = "4111 1111 1111 1111"
+IBAN = "GB82 WEST 1234 5698 7654 32"
+PII_VALUES = [EMAIL_A, EMAIL_B, PHONE, CARD, IBAN, "612345678", "4111111111111111",
+              "GB82WEST12345698765432"]
+
+
+def privacy_keep(make_keep, client=None, **privacy) -> Chatkeep:
+    return make_keep(model=client, config={
+        "privacy": {"anonymize_pii": True, **privacy},
+        "chat": {"max_history_tokens": 800, "summary_max_tokens": 150},
+        "memory": {"distil_on_compress": False}})
+
+
+@pytest.mark.parametrize(("app_switch", "session_switch", "redacted"), [
+    (False, False, False), (False, True, False), (True, False, False), (True, True, True)])
+def test_two_switch_truth_table(make_keep, app_switch: bool, session_switch: bool,
+                                redacted: bool) -> None:
+    keep = make_keep(config={"privacy": {"anonymize_pii": app_switch}})
+    session = keep.sessions.create(ORG, anonymize_pii=session_switch)
+    session.add_user(f"write to {EMAIL_A}")
+    history = keep.compressor.build_history(session, "sys")
+    assert (EMAIL_A not in history[1]["content"]) is redacted
+    assert ("<EMAIL_1>" in history[1]["content"]) is redacted
+
+
+def test_defaults_are_app_off_session_on(keep: Chatkeep) -> None:
+    assert keep.config.privacy.anonymize_pii is False
+    assert keep.sessions.create(ORG).anonymize_pii is True
+
+
+def test_session_switch_changed_later_takes_effect(make_keep) -> None:
+    keep = privacy_keep(make_keep)
+    session = keep.sessions.create(ORG)
+    session.add_user(f"mail {EMAIL_A}")
+    assert "<EMAIL_1>" in keep.compressor.build_history(session, "")[0]["content"]
+    keep.sessions.get(session.id).anonymize_pii = False  # the user asked otherwise
+    assert EMAIL_A in keep.compressor.build_history(session, "")[0]["content"]
+
+
+def test_nothing_raw_leaves_through_replay_and_summariser(make_keep) -> None:
+    with FakeOpenAIServer() as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        # The summariser echoes what it was given, placeholders included.
+        server.responder = lambda body: Reply.ok(
+            "Summary: " + body["messages"][1]["content"][-300:])
+        keep = privacy_keep(make_keep, client)
+        session = keep.sessions.create(ORG, actor=Ref("user", 1))
+        replays = []
+        for i in range(12):
+            session.add_user(f"Turn {i}: my email is {EMAIL_A}, my colleague is {EMAIL_B}, "
+                             f"call {PHONE}, card {CARD}, IBAN {IBAN}. " + "context " * 30)
+            session.add_assistant(f"Noted {EMAIL_A} and {EMAIL_B}. " + "reply " * 30)
+            replays.append(keep.compressor.build_history(session, f"Client is {EMAIL_A}"))
+        assert session.summary_watermark > 0, "compression must have fired"
+        bodies = server.bodies()
+    assert bodies, "the summariser must have been called"
+    outbound = bodies + [str(r) for r in replays]
+    for text in outbound:
+        for value in PII_VALUES:
+            assert value not in text
+    # Stable placeholders: the same address is the same placeholder in every turn,
+    # across compression, and two different people are two placeholders.
+    for replay in replays:
+        assert "<EMAIL_1>" in replay[0]["content"]
+        user_turns = [m["content"] for m in replay if m["role"] == "user"]
+        assert all("<EMAIL_1>" in t and "<EMAIL_2>" in t for t in user_turns)
+    assert "<EMAIL_1>" in (session.refresh().summary or "")
+    # The summary goes back out with its placeholders intact (not escaped as user text).
+    summary_message = replays[-1][1]["content"]
+    assert "<EMAIL_1>" in summary_message and "<\\EMAIL" not in summary_message
+    vault = keep.privacy.vault(session)
+    assert vault.value_for("<EMAIL_1>") == EMAIL_A and vault.value_for("<EMAIL_2>") == EMAIL_B
+    # Stored messages keep the original text.
+    assert EMAIL_A in (session.messages[0].content or "")
+
+
+def test_restore_puts_values_back_and_leaves_mangled_placeholders(make_keep) -> None:
+    keep = privacy_keep(make_keep)
+    session = keep.sessions.create(ORG)
+    session.add_user(f"{EMAIL_A} and {EMAIL_B}")
+    keep.compressor.build_history(session, "")
+    model_output = "I wrote to <EMAIL_2> and cc'd <EMAIL_1>; also <EMAIL 1> and <EMAIL_9>."
+    assert keep.privacy.restore(session, model_output) == (
+        f"I wrote to {EMAIL_B} and cc'd {EMAIL_A}; also <EMAIL 1> and <EMAIL_9>.")
+    other = keep.sessions.create(ORG)  # another session's placeholders mean nothing here
+    assert keep.privacy.restore(other, "<EMAIL_1>") == "<EMAIL_1>"
+
+
+def test_mapping_is_encrypted_at_rest_with_a_key(make_keep) -> None:
+    key = new_key()
+    keep = privacy_keep(make_keep, encryption_key=key)
+    session = keep.sessions.create(ORG)
+    session.add_user(f"reach me at {EMAIL_A}")
+    keep.compressor.build_history(session, "")
+    blob, _ = keep.repository.read_vault(session.id)
+    assert blob and EMAIL_A not in blob and "maria" not in blob
+    assert keep.privacy.restore(session, "<EMAIL_1>") == EMAIL_A
+    wrong = privacy_keep(make_keep, encryption_key=new_key())
+    with pytest.raises(PrivacyError):
+        wrong.privacy.restore(wrong.sessions.get(session.id), "<EMAIL_1>")
+    with pytest.raises(PrivacyError):  # fail closed: never send text it cannot redact
+        wrong.compressor.build_history(wrong.sessions.get(session.id), "")
+
+
+def test_concurrent_redaction_never_gives_a_placeholder_two_values(make_keep) -> None:
+    keep = privacy_keep(make_keep)
+    session = keep.sessions.create(ORG)
+    start = threading.Barrier(4, timeout=10)
+    outputs: dict[int, str] = {}
+
+    def redact(worker: int) -> None:
+        handle = keep.sessions.get(session.id)
+        text_filter = keep.privacy.for_session(handle)
+        start.wait()
+        outputs[worker] = text_filter(f"worker{worker}@example.com")
+
+    threads = [threading.Thread(target=redact, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    vault = keep.privacy.vault(session)
+    assert sorted(outputs.values()) == [f"<EMAIL_{n}>" for n in range(1, 5)]
+    for worker, placeholder in outputs.items():
+        assert vault.value_for(placeholder) == f"worker{worker}@example.com"
+
+
+def test_a_summary_written_before_redaction_was_switched_on_is_redacted(make_keep) -> None:
+    plain = make_keep(config={"chat": {"max_history_tokens": 400, "summary_max_tokens": 100}})
+    session = plain.sessions.create(ORG)
+    for i in range(10):
+        session.add_user(f"turn {i}: contact {EMAIL_A} " + "words " * 20)
+    plain.compressor.build_history(session, "")
+    assert EMAIL_A in (session.refresh().summary or "")
+    redacting = privacy_keep(make_keep)
+    history = redacting.compressor.build_history(redacting.sessions.get(session.id), "")
+    assert all(EMAIL_A not in m["content"] for m in history)
+    assert "<EMAIL_1>" in history[0]["content"]
+
+
+def _scripted_model(body: dict) -> Reply:
+    """Summaries echo their input; extraction keeps one fact naming the first e-mail
+    placeholder it was shown; decisions add."""
+    system = body["messages"][0]["content"]
+    if "extract durable memories" in system:
+        import re
+
+        seen = re.findall(r"<EMAIL_\d+>", body["messages"][1]["content"])
+        facts = [{"scope": "tenant", "content": f"The client's contact address is {seen[0]}."}]
+        return Reply.json({"facts": facts if seen else []})
+    if '"decisions"' in system:
+        return Reply.json({"decisions": [{"fact": 0, "event": "ADD"}]})
+    return Reply.ok("Summary: " + body["messages"][1]["content"][-300:])
+
+
+def test_distiller_input_is_redacted_and_memories_are_redacted_per_recalling_session(
+        make_keep) -> None:
+    with FakeOpenAIServer(responder=_scripted_model) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        keep = make_keep(model=client, config={
+            "privacy": {"anonymize_pii": True},
+            "chat": {"max_history_tokens": 800, "summary_max_tokens": 150},
+            "memory": {"distil_on_compress": True, "recall_in_history": True}})
+        first = keep.sessions.create(ORG, actor=Ref("user", 1))
+        for i in range(10):
+            first.add_user(f"Turn {i}: the client is {EMAIL_A}, phone {PHONE}, card {CARD}. "
+                           + "detail " * 30)
+            first.add_assistant(f"Noted {EMAIL_A}. " + "reply " * 30)
+            keep.compressor.build_history(first, "sys")
+        assert first.refresh().row.distilled_through > 0, "compression must have distilled"
+        (memory,) = keep.memory.list(ORG)
+        # Stored with the real value: a placeholder would mean someone else elsewhere.
+        assert EMAIL_A in memory.content
+
+        second = keep.sessions.create(ORG, actor=Ref("user", 2))
+        second.add_user(f"New matter: write to {EMAIL_B} about the client's address.")
+        history = keep.compressor.build_history(second, "sys")
+        bodies = server.bodies()
+    assert any("extract durable memories" in b for b in bodies)
+    for text in [*bodies, str(history)]:
+        for value in PII_VALUES:
+            assert value not in text
+    # The recalled memory is redacted with the second session's own placeholders: its
+    # address and the new one are two placeholders that restore to the right people.
+    recalled, asked = history[0]["content"], history[1]["content"]
+    assert "<EMAIL_" in recalled and "<EMAIL_" in asked
+    assert EMAIL_A in keep.privacy.restore(second, recalled)
+    assert EMAIL_B in keep.privacy.restore(second, asked)
+    assert EMAIL_A not in keep.privacy.restore(second, asked)
