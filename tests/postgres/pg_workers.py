@@ -1,0 +1,98 @@
+"""Code that runs in the spawned worker processes of the PostgreSQL tests.
+
+Kept in its own module so ``multiprocessing`` (spawn) can import it by name in
+the child without importing a test module.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from chatkeep import Chatkeep, HistoryCompressor
+from chatkeep.history import SummaryResult
+from chatkeep.messages import Message, Usage
+
+SYSTEM = "You are a careful assistant."
+RANGE = re.compile(r"\[(\d+)-(\d+)\]")
+
+
+class RangeSummarizer:
+    """Deterministic: the new summary is the previous one plus ``[first-last]`` of the
+    folded seqs, so the stored text records every fold that ever won the compare-and-set.
+
+    With a ``barrier``, the first call in this process waits until every process has
+    reached its summariser, so all of them fold the same range at the same time.
+    """
+
+    def __init__(self, barrier: Any = None) -> None:
+        self.barrier = barrier
+        self.calls = 0
+
+    def summarize(self, previous: str | None, messages: Sequence[Message],
+                  language: str) -> SummaryResult:
+        self.calls += 1
+        if self.barrier is not None and self.calls == 1:
+            self.barrier.wait()
+        return SummaryResult(f"{previous or ''}[{messages[0].seq}-{messages[-1].seq}]",
+                             Usage(10, 5), "range")
+
+
+def parse_ranges(summary: str | None) -> list[tuple[int, int]]:
+    return [(int(a), int(b)) for a, b in RANGE.findall(summary or "")]
+
+
+def compressor(summarizer: RangeSummarizer) -> HistoryCompressor:
+    return HistoryCompressor(summarizer, max_history_tokens=1000, recent_messages_min=4,
+                             summary_max_tokens=200)
+
+
+def append_worker(url: str, session_id: str, worker: int, count: int, start: Any) -> None:
+    """``count`` messages, alternating user and billed assistant turns."""
+    keep = Chatkeep(url, create_schema=False)
+    try:
+        session = keep.sessions.get(session_id)
+        start.wait()
+        for i in range(count):
+            if i % 2 == 0:
+                session.add_user(f"p{worker}-{i}")
+            else:
+                session.add_assistant(f"p{worker}-{i}", usage=Usage(3, 2), model="m")
+    finally:
+        keep.close()
+
+
+def build_once_worker(url: str, session_id: str,
+                      barrier: Any) -> tuple[int, list[dict[str, str]]]:
+    """One ``build_history`` on an over-budget session, all processes at once."""
+    keep = Chatkeep(url, create_schema=False)
+    try:
+        summarizer = RangeSummarizer(barrier)
+        history = compressor(summarizer).build_history(keep.sessions.get(session_id), SYSTEM)
+        return summarizer.calls, history
+    finally:
+        keep.close()
+
+
+def chat_worker(url: str, session_id: str, worker: int, turns: int,
+                start: Any) -> tuple[int, list[list[dict[str, str]]]]:
+    """A chat loop sharing one session with the other workers: append, then build."""
+    keep = Chatkeep(url, create_schema=False)
+    try:
+        summarizer = RangeSummarizer()
+        hc = compressor(summarizer)
+        session = keep.sessions.get(session_id)
+        start.wait()
+        histories = []
+        for i in range(turns):
+            session.add_user(f"W{worker}-{i} " + "words " * 60)
+            histories.append(hc.build_history(session, SYSTEM))
+        return summarizer.calls, histories
+    finally:
+        keep.close()
+
+
+def pg_dsn(url: str) -> str:
+    """The psycopg (libpq) form of a SQLAlchemy ``postgresql+psycopg://`` URL."""
+    return url.replace("postgresql+psycopg://", "postgresql://")
