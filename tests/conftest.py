@@ -49,6 +49,26 @@ def skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
+def port_answers(port: int) -> bool:
+    """Whether something listens on 127.0.0.1:``port``."""
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def require_service() -> Callable[[str, int], None]:
+    """``require_service("Redis", 6379)``: skip (or, in CI, fail) when it does not answer."""
+    def check(name: str, port: int) -> None:
+        if not port_answers(port):
+            skip_or_fail(f"{name} not reachable on 127.0.0.1:{port}")
+    return check
+
+
 @pytest.fixture
 def pg_schema_url() -> Iterator[str]:
     """A URL whose search_path is a fresh, empty schema (dropped afterwards)."""

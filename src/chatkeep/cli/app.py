@@ -8,9 +8,9 @@ import typer
 
 from chatkeep.cli.db import db_app
 from chatkeep.cli.demo import demo
+from chatkeep.cli.memories import memories_app, sweep
 from chatkeep.cli.sessions import history, sessions_app, usage
 from chatkeep.cli.transfer import import_file
-from chatkeep.cli.memories import memories_app, sweep
 
 app = typer.Typer(help="chatkeep: durable multi-tenant chat sessions within a token budget.",
                   no_args_is_help=True, pretty_exceptions_enable=False)

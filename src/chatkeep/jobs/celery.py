@@ -9,7 +9,7 @@ Run a worker and the sweep schedule::
 
     CHATKEEP_DATABASE_URL=postgresql+psycopg://... \\
     CHATKEEP_CELERY_BROKER=redis://127.0.0.1:6379/0 \\
-    celery -A chatkeep.jobs.celery worker --beat --loglevel=INFO
+    celery -A chatkeep.jobs.celery worker -Q chatkeep --beat --loglevel=INFO
 
 (``--beat`` embeds the scheduler; in production run ``celery -A chatkeep.jobs.celery
 beat`` once, separately.) In the web process, dispatch through the same app::
@@ -120,19 +120,32 @@ def install_tasks(celery_app: Celery, *, max_retries: int = 8) -> None:
 def make_app(broker: str | None = None, *, name: str = "chatkeep",
              sweep_every: timedelta | None = timedelta(minutes=1),
              **conf: Any) -> Celery:
-    """A Celery app with chatkeep's tasks, late acks, one prefetched job per worker
-    process, and (by default) the sweep on the beat schedule."""
+    """A Celery app with chatkeep's tasks on queue ``CHATKEEP_CELERY_QUEUE`` (default
+    ``chatkeep``), late acks, one prefetched job per worker process, and (by default)
+    the sweep on the beat schedule. ``conf`` overrides any Celery setting."""
     celery_app = Celery(name, broker=broker or os.environ.get("CHATKEEP_CELERY_BROKER",
                                                                DEFAULT_BROKER))
-    celery_app.conf.update(
-        task_acks_late=True,
-        task_reject_on_worker_lost=True,
-        worker_prefetch_multiplier=1,
-        task_ignore_result=True,
-        broker_connection_retry_on_startup=True,
-        beat_schedule=sweep_schedule(sweep_every) if sweep_every else {},
-        **conf,
-    )
+    settings: dict[str, Any] = {
+        "task_default_queue": os.environ.get("CHATKEEP_CELERY_QUEUE", "chatkeep"),
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "task_ignore_result": True,
+        "broker_connection_retry_on_startup": True,
+        "beat_schedule": sweep_schedule(sweep_every) if sweep_every else {},
+    }
+    visibility = os.environ.get("CHATKEEP_CELERY_VISIBILITY_TIMEOUT")
+    if visibility:
+        # Redis only: how long a job held by a dead worker waits before another worker
+        # gets it (Celery's default is an hour; keep it longer than the longest job), and
+        # a restore sweep frequent enough to notice (kombu's default is ~100 s).
+        seconds = int(visibility)
+        settings["broker_transport_options"] = {
+            "visibility_timeout": seconds,
+            "unacked_restore_interval": max(1, seconds // 2),
+            "unacked_restore_throttle": 1,
+        }
+    celery_app.conf.update({**settings, **conf})
     install_tasks(celery_app)
     return celery_app
 
