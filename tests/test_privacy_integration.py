@@ -205,3 +205,22 @@ def test_distiller_input_is_redacted_and_memories_are_redacted_per_recalling_ses
     assert EMAIL_A in keep.privacy.restore(second, recalled)
     assert EMAIL_B in keep.privacy.restore(second, asked)
     assert EMAIL_A not in keep.privacy.restore(second, asked)
+
+
+def test_custom_recognizers_join_the_built_in_ones(make_keep) -> None:
+    from chatkeep.privacy import Span
+
+    class MatterNumber:
+        entity_types = ("MATTER_NO",)
+
+        def find(self, text: str):
+            import re
+
+            for m in re.finditer(r"\bMAT-\d{6}\b", text):
+                yield Span(m.start(), m.end(), "MATTER_NO", m.group())
+
+    keep = make_keep(config={"privacy": {"anonymize_pii": True}}, recognizers=[MatterNumber()])
+    session = keep.sessions.create(ORG)
+    session.add_user(f"File MAT-123456 for {EMAIL_A}")
+    (message,) = keep.compressor.build_history(session, "")
+    assert message["content"] == "File <MATTER_NO_1> for <EMAIL_1>"

@@ -8,7 +8,7 @@ Every part is usable alone; this is the short path::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +18,7 @@ from chatkeep.jobs import Dispatcher, make_dispatcher
 from chatkeep.llm.base import ChatModel, as_chat_model
 from chatkeep.llm.openai_client import model_from_config
 from chatkeep.memory import DISTIL_JOB, MemoryService
+from chatkeep.privacy.detector import Recognizer
 from chatkeep.privacy.guard import PrivacyGuard
 from chatkeep.refs import Ref, require_ref
 from chatkeep.sessions import SessionService
@@ -33,12 +34,14 @@ class Chatkeep:
     ``llm`` config / ``OPENAI_*`` env when set, and the offline extractive summariser when not.
     ``config``: a ``Config`` or a dict of sections (merged over TOML file and env).
     ``create_schema``: create missing tables (the embedded default; use migrations in production).
+    ``recognizers``: your own PII ``Recognizer`` objects, run beside the built-in ones.
     """
 
     def __init__(self, database_url: str, *, model: Any = None,
                  config: Config | Mapping[str, Any] | None = None,
                  dispatcher: str | Dispatcher | None = None,
-                 counter: TokenCounter | None = None, create_schema: bool = True) -> None:
+                 counter: TokenCounter | None = None, create_schema: bool = True,
+                 recognizers: Sequence[Recognizer] = ()) -> None:
         self.config = Config.load(config)
         self.counter = counter or HeuristicCounter()
         self.engine = make_engine(database_url)
@@ -48,7 +51,7 @@ class Chatkeep:
         self.model: ChatModel | None = (
             as_chat_model(model) if model is not None else model_from_config(self.config.llm))
         self.sessions = SessionService(self.repository, self.counter)
-        self.privacy = PrivacyGuard(self.config.privacy, self.repository)
+        self.privacy = PrivacyGuard(self.config.privacy, self.repository, list(recognizers))
         self.compressor = HistoryCompressor(self.model, config=self.config.chat,
                                             counter=self.counter, outbound_filter=self.privacy)
         self.dispatcher = make_dispatcher(dispatcher)
