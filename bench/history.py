@@ -94,7 +94,10 @@ def main() -> None:
         run(f"sqlite:///{db_dir / 'bench-history.db'}", "SQLite (file, WAL)", args.calls,
             args.appends)
     if args.postgres:
-        run(args.postgres, "PostgreSQL", args.calls, args.appends)
+        from chatkeep.testing.postgres import scratch_schema
+
+        with scratch_schema(args.postgres, "ck_bench") as url:
+            run(url, "PostgreSQL", args.calls, args.appends)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,6 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,26 +134,6 @@ def run(url: str, label: str, workers: int, shared_tenant: bool, sessions: int,
                   sum(c for _, _, c in collected))
 
 
-def pg_schema(url: str) -> tuple[str, str]:
-    """Create a throwaway schema; returns (its name, a URL that uses it)."""
-    import psycopg
-
-    dsn = url.replace("postgresql+psycopg://", "postgresql://")
-    schema = f"ck_load_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    sep = "&" if "?" in url else "?"
-    return schema, f"{url}{sep}options=-csearch_path%3D{schema}"
-
-
-def drop_schema(url: str, schema: str) -> None:
-    import psycopg
-
-    dsn = url.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-
-
 def machine(pg_url: str) -> str:
     ram = "?"
     try:
@@ -187,14 +166,14 @@ def main() -> None:
     args = parser.parse_args()
     counts = [int(n) for n in args.workers.split(",")]
     from chatkeep import Chatkeep
+    from chatkeep.testing.postgres import scratch_schema
 
     print(f"machine: {machine(args.postgres)}")
     print(f"command: python {' '.join(sys.argv)}")
     print(f"{args.seconds:g} s per run, {args.sessions} sessions per worker, "
           f"budget {args.budget} tokens, extractive summariser\n", flush=True)
     results: list[Result] = []
-    schema, url = pg_schema(args.postgres)
-    try:
+    with scratch_schema(args.postgres, "ck_load") as url:
         Chatkeep(url, config=settings(args.budget)).close()  # create the tables once
         for n in counts:
             results.append(run(url, "PostgreSQL", n, False, args.sessions, args.seconds,
@@ -205,8 +184,6 @@ def main() -> None:
             results.append(run(url, "PostgreSQL, one shared tenant", n, True, args.sessions,
                                args.seconds, args.budget))
             print(f"  shared tenant N={n}: {results[-1].per_second:.0f} turns/s", flush=True)
-    finally:
-        drop_schema(args.postgres, schema)
     sqlite = None
     if not args.no_sqlite:
         with tempfile.TemporaryDirectory() as tmp:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,6 +18,7 @@ import pytest
 
 from chatkeep import Chatkeep
 from chatkeep.testing import FakeOpenAIServer
+from chatkeep.testing.postgres import scratch_schema
 
 REQUIRE_SERVICES = os.environ.get("CHATKEEP_REQUIRE_SERVICES") == "1"
 PG_URL = os.environ.get("CHATKEEP_TEST_PG_URL",
@@ -75,19 +75,8 @@ def pg_schema_url() -> Iterator[str]:
     reason = postgres_unavailable()
     if reason:
         skip_or_fail(reason)
-    import psycopg
-
-    dsn = PG_URL.replace("postgresql+psycopg://", "postgresql://")
-    schema = f"ck_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    sep = "&" if "?" in PG_URL else "?"
-    yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE pid <> pg_backend_pid() AND query LIKE %s", (f"%{schema}%",))
-        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    with scratch_schema(PG_URL) as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -80,8 +80,8 @@ def history(session_id: str,
             system: Annotated[str, typer.Option(help="System prompt to build with.")] = "",
             tenant: TenantOption = None, db: DbOption = DEFAULT_DB,
             config: ConfigOption = None) -> None:
-    """Print the exact message list ``build_history`` sends next (JSON). This is the real
-    call: it compresses first if the session is over budget."""
+    """Print the exact messages build_history sends next, as JSON (compresses first when
+    the session is over budget, as the real call does)."""
     with open_keep(db, config) as keep:
         s = keep.sessions.get(session_id, tenant=parse_ref(tenant, "tenant"))
         print(json.dumps(keep.compressor.build_history(s, system), indent=2,

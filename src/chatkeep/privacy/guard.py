@@ -18,6 +18,7 @@ from collections.abc import Callable
 from chatkeep.config import PrivacyConfig
 from chatkeep.errors import PrivacyError
 from chatkeep.privacy.detector import PiiDetector, Recognizer, default_recognizers
+from chatkeep.privacy.escaping import PLACEHOLDER_TOKEN_RE
 from chatkeep.privacy.redactor import Redactor
 from chatkeep.privacy.vault import PlaceholderVault, seal, unseal
 from chatkeep.sessions import ChatSession
@@ -57,7 +58,7 @@ class PrivacyGuard:
         """The text filter for everything that leaves for a model on ``session``'s behalf."""
         if not self.redacts(session):
             return _identity
-        return _SessionRedaction(self, session.id)
+        return _SessionRedaction(self, session)
 
     def vault(self, session: ChatSession) -> PlaceholderVault:
         """The session's placeholder mapping as stored."""
@@ -66,6 +67,8 @@ class PrivacyGuard:
     def restore(self, session: ChatSession, text: str) -> str:
         """Put real values back into model output (exact placeholders only; a mangled one
         stays as it is). Safe on any session: with nothing mapped, text comes back as is."""
+        if not PLACEHOLDER_TOKEN_RE.search(text):
+            return text  # nothing placeholder-shaped: no need to read the mapping
         return self.redactor.restore(text, self.vault(session))
 
     def _load(self, session_id: str) -> tuple[PlaceholderVault, int]:
@@ -79,10 +82,15 @@ class _SessionRedaction:
     """Redacts texts of one session, persisting new placeholders before returning text
     that uses them (so every placeholder a model sees is already in the database)."""
 
-    def __init__(self, guard: PrivacyGuard, session_id: str) -> None:
+    def __init__(self, guard: PrivacyGuard, session: ChatSession) -> None:
         self.guard = guard
-        self.session_id = session_id
-        self.vault, self.version = guard._load(session_id)
+        self.session_id = session.id
+        # Start from the row the caller holds (build_history has just re-read it); if it is
+        # stale, the first compare-and-set fails and the mapping is re-read.
+        row = session.row
+        self.vault = (unseal(row.pii_vault, guard.config.encryption_key) if row.pii_vault
+                      else PlaceholderVault())
+        self.version = row.pii_vault_version
 
     def __call__(self, text: str) -> str:
         for _ in range(MAX_VAULT_ATTEMPTS):

@@ -1,0 +1,31 @@
+"""A throwaway PostgreSQL schema, for tests and benchmarks that must not touch ``public``."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+def _dsn(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://")
+
+
+@contextmanager
+def scratch_schema(url: str, prefix: str = "ck") -> Iterator[str]:
+    """Create a fresh schema and yield a SQLAlchemy URL whose ``search_path`` is that
+    schema; drop it (ending any session still using it) on exit. Needs psycopg."""
+    import psycopg
+
+    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(_dsn(url), autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in url else "?"
+    try:
+        yield f"{url}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(_dsn(url), autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE pid <> pg_backend_pid() AND query LIKE %s", (f"%{schema}%",))
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
