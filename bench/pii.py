@@ -21,6 +21,7 @@ try:
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(ROOT / "src"))
 
+from chatkeep.privacy import PATTERN_ENTITY_TYPES  # noqa: E402
 from chatkeep.privacy.detector import PiiDetector  # noqa: E402
 from chatkeep.privacy.evaluation import LabelledMessage, TypeScore, load_labelled, score  # noqa: E402
 from chatkeep.privacy.redactor import Redactor  # noqa: E402
@@ -31,17 +32,7 @@ SETS = {
     "eval.jsonl": "development set (generated + hand-written)",
     "holdout.jsonl": "held-out set (other seed)",
 }
-PATTERN_TYPES = (
-    "CREDIT_CARD",
-    "EMAIL",
-    "ES_NIF",
-    "IBAN",
-    "IP_ADDRESS",
-    "PHONE",
-    "UK_NINO",
-    "URL_CREDENTIALS",
-    "US_SSN",
-)
+PATTERN_TYPES = PATTERN_ENTITY_TYPES
 BLOCK_CHARS = 1024
 REPEATS = 5
 

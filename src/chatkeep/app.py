@@ -59,7 +59,9 @@ class Chatkeep:
                                     dispatcher=self.dispatcher, config=self.config.memory,
                                     language=self.config.chat.language, counter=self.counter,
                                     outbound_filter=self.privacy)
-        if self.config.memory.distil_on_compress:
+        if self.config.memory.distil_on_compress and self.model is not None:
+            # (Offline there is nothing to distil with; the sweep catches up once a model
+            # is configured.)
             self.compressor.on_compress.append(self.memory.dispatch_distil)
         if self.config.memory.recall_in_history:
             self.compressor.memory_provider = self.memory.provider

@@ -7,21 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from chatkeep.privacy import PATTERN_ENTITY_TYPES
 from chatkeep.privacy.detector import PiiDetector
 from chatkeep.privacy.evaluation import load_labelled, score
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pii"
-PATTERN_TYPES = (
-    "CREDIT_CARD",
-    "EMAIL",
-    "ES_NIF",
-    "IBAN",
-    "IP_ADDRESS",
-    "PHONE",
-    "UK_NINO",
-    "URL_CREDENTIALS",
-    "US_SSN",
-)
+PATTERN_TYPES = PATTERN_ENTITY_TYPES
 MIN_PRECISION = 0.98
 MIN_RECALL = 0.97
 

@@ -20,6 +20,7 @@ from chatkeep.privacy.vault import PlaceholderVault, new_key, seal, unseal
 
 __all__ = [
     "ENTITY_TYPES",
+    "PATTERN_ENTITY_TYPES",
     "PiiDetector",
     "PlaceholderVault",
     "PresidioRecognizer",
@@ -32,17 +33,18 @@ __all__ = [
     "unseal",
 ]
 
-#: Every built-in entity type (PERSON and LOCATION need the NER backend).
-ENTITY_TYPES: tuple[str, ...] = (
-    "EMAIL",
-    "PHONE",
+#: The entity types the built-in pattern recognizers find (no model needed).
+PATTERN_ENTITY_TYPES: tuple[str, ...] = (
     "CREDIT_CARD",
+    "EMAIL",
+    "ES_NIF",
     "IBAN",
     "IP_ADDRESS",
+    "PHONE",
+    "UK_NINO",
     "URL_CREDENTIALS",
     "US_SSN",
-    "ES_NIF",
-    "UK_NINO",
-    "PERSON",
-    "LOCATION",
 )
+
+#: Every built-in entity type (PERSON and LOCATION need the NER backend).
+ENTITY_TYPES: tuple[str, ...] = (*PATTERN_ENTITY_TYPES, "PERSON", "LOCATION")
