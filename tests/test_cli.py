@@ -80,3 +80,26 @@ def test_import_of_a_bad_file_writes_nothing(tmp_path: Path) -> None:
     keep = Chatkeep(url)
     assert keep.sessions.list(Ref("organization", 7)) == []
     keep.close()
+
+
+def test_stored_text_with_brackets_is_shown_as_typed(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    keep = Chatkeep(url)
+    session = keep.sessions.create(Ref("organization", 7))
+    session.add_user("Install chatkeep[postgres] and see [bold]this[/bold] and [/]")
+    shown = runner.invoke(app, ["sessions", "show", session.id, "--db", url])
+    assert shown.exit_code == 0, shown.output
+    assert "chatkeep[postgres]" in shown.output and "[bold]this[/bold]" in shown.output
+    keep.close()
+
+
+def test_missing_driver_error_names_the_extra(monkeypatch) -> None:
+    import chatkeep.store.engine as engine_module
+
+    def no_driver(*args: object, **kwargs: object) -> None:
+        raise ModuleNotFoundError("No module named 'psycopg'")
+
+    monkeypatch.setattr(engine_module, "create_engine", no_driver)
+    result = runner.invoke(app, ["usage", "--db", "postgresql://app@127.0.0.1/chat"])
+    assert result.exit_code == 1
+    assert '"chatkeep[postgres]"' in result.output  # the extra survives rich's markup

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from chatkeep.app import Chatkeep
 from chatkeep.config import Config
@@ -26,6 +27,11 @@ DbOption = Annotated[str, typer.Option(
     help="Database URL (sqlite:///file.db or postgresql+psycopg://...).")]
 ConfigOption = Annotated[str | None, typer.Option(
     "--config", envvar="CHATKEEP_CONFIG", help="TOML config file.")]
+
+
+def safe(value: object) -> str:
+    """Stored or user text for rich output: brackets shown as typed, never read as markup."""
+    return escape(str(value))
 
 
 def parse_ref(value: str | None, what: str) -> Ref | None:
@@ -60,7 +66,7 @@ def open_keep(db: str, config_file: str | None = None,
         keep = Chatkeep(db, config=config, **kwargs)
         yield keep
     except ChatkeepError as exc:
-        err_console.print(f"[red]error:[/red] {type(exc).__name__}: {exc}")
+        err_console.print(f"[red]error:[/red] {type(exc).__name__}: {safe(exc)}")
         raise typer.Exit(1) from None
     finally:
         if keep is not None:

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from sqlalchemy import Engine
 
-from chatkeep.cli.common import DEFAULT_DB, DbOption, console, err_console
+from chatkeep.cli.common import DEFAULT_DB, DbOption, console, err_console, safe
 from chatkeep.errors import ChatkeepError
 from chatkeep.store import migrate
 from chatkeep.store.engine import make_engine
@@ -20,7 +20,7 @@ def _engine(db: str) -> Engine:
     try:
         return make_engine(db)
     except ChatkeepError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {safe(exc)}")
         raise typer.Exit(1) from None
 
 

@@ -13,7 +13,7 @@ import typer
 from rich.panel import Panel
 from rich.table import Table
 
-from chatkeep.cli.common import ConfigOption, console, open_keep
+from chatkeep.cli.common import ConfigOption, console, open_keep, safe
 from chatkeep.importing import ImportedMessage, parse_lines
 from chatkeep.messages import Role
 from chatkeep.refs import Ref
@@ -64,7 +64,7 @@ def demo(db: Annotated[str, typer.Option("--db", help="Database URL.")]
                           str(budget), "[green]yes[/green]" if fired else "",
                           str(session.summary_watermark))
         console.print(table)
-        console.print(Panel(session.summary or "(no summary: the conversation fit)",
+        console.print(Panel(safe(session.summary or "(no summary: the conversation fit)"),
                             title=f"summary (watermark seq {session.summary_watermark}, "
                                   f"version {session.row.summary_version})"))
         stored = session.message_count

@@ -27,6 +27,7 @@ from chatkeep.cli.common import (
     err_console,
     open_keep,
     parse_ref,
+    safe,
 )
 from chatkeep.errors import DistillationError
 from chatkeep.memory.scopes import Scope
@@ -66,12 +67,12 @@ def sweep(idle_after: Annotated[str | None, typer.Option(
                 session = keep.sessions.get(session_id)
                 try:
                     r = keep.memory.distil(session)
-                    table.add_row(str(session.tenant), str(r.distilled_through), str(r.added),
+                    table.add_row(safe(session.tenant), str(r.distilled_through), str(r.added),
                                   str(r.superseded), str(r.duplicates), "ok", session_id)
                 except DistillationError as exc:
                     failures += 1
-                    table.add_row(str(session.tenant), "-", "-", "-", "-",
-                                  f"[red]failed[/red]: {exc}", session_id)
+                    table.add_row(safe(session.tenant), "-", "-", "-", "-",
+                                  f"[red]failed[/red]: {safe(exc)}", session_id)
                 progress.advance(task)
         console.print(table)
         console.print(f"{len(claimed) - failures} distilled, {failures} failed")
@@ -97,7 +98,7 @@ def list_memories(tenant: TenantArg,
                                 include_superseded=include_superseded, limit=limit)
         table = Table("id", "scope", "about", "memory", "updated", "superseded by")
         for m in rows:
-            table.add_row(str(m.id), m.scope, str(m.subject or m.actor or "-"), m.content,
+            table.add_row(str(m.id), m.scope, safe(m.subject or m.actor or "-"), safe(m.content),
                           m.updated_at.strftime("%Y-%m-%d %H:%M"),
                           "-" if m.superseded_by is None else str(m.superseded_by))
         console.print(table)

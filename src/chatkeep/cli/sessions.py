@@ -16,6 +16,7 @@ from chatkeep.cli.common import (
     open_keep,
     parse_ref,
     parse_time,
+    safe,
 )
 from chatkeep.messages import Message, Role
 
@@ -38,7 +39,7 @@ def list_sessions(tenant: Annotated[str, typer.Option(help="Tenant as TYPE:ID.")
                                   subject=parse_ref(subject, "subject"), limit=limit)
         table = Table("id", "actor", "subject", "messages", "tokens", "watermark", "last message")
         for s in rows:
-            table.add_row(s.id, str(s.actor or "-"), str(s.subject or "-"),
+            table.add_row(s.id, safe(s.actor or "-"), safe(s.subject or "-"),
                           str(s.message_count), str(s.total_tokens), str(s.summary_watermark),
                           s.row.last_message_at.strftime("%Y-%m-%d %H:%M"))
         console.print(table)
@@ -47,9 +48,10 @@ def list_sessions(tenant: Annotated[str, typer.Option(help="Tenant as TYPE:ID.")
 def _describe(message: Message) -> str:
     parts = []
     if message.content:
-        parts.append(message.content)
+        parts.append(safe(message.content))
     for call in message.tool_calls:
-        parts.append(f"[cyan]→ tool call {call.id}: {call.name}({call.arguments})[/cyan]")
+        parts.append(f"[cyan]→ tool call {safe(call.id)}: {safe(call.name)}"
+                     f"({safe(call.arguments)})[/cyan]")
     return "\n".join(parts)
 
 
@@ -60,17 +62,18 @@ def show(session_id: str, tenant: TenantOption = None, db: DbOption = DEFAULT_DB
     with open_keep(db) as keep:
         s = keep.sessions.get(session_id, tenant=parse_ref(tenant, "tenant"))
         console.print(f"[bold]session[/bold] {s.id}")
-        console.print(f"tenant {s.tenant} · actor {s.actor or '-'} · subject {s.subject or '-'}")
+        console.print(f"tenant {safe(s.tenant)} · actor {safe(s.actor or '-')} · "
+                      f"subject {safe(s.subject or '-')}")
         console.print(f"messages {s.message_count} · total tokens {s.total_tokens} · "
                       f"anonymize_pii {s.anonymize_pii} · closed {s.closed}")
         console.print(f"summary watermark {s.summary_watermark} "
                       f"(version {s.row.summary_version}) · distilled through "
                       f"{s.row.distilled_through}")
         if s.summary:
-            console.print(f"[bold]summary[/bold]\n{s.summary}")
+            console.print(f"[bold]summary[/bold]\n{safe(s.summary)}")
         table = Table("seq", "role", "content", "tokens", show_lines=True)
         for m in s.messages:
-            role = m.role.value if m.role is not Role.TOOL else f"tool ← {m.tool_call_id}"
+            role = m.role.value if m.role is not Role.TOOL else f"tool ← {safe(m.tool_call_id)}"
             folded = " [dim](summarised)[/dim]" if m.seq <= s.summary_watermark else ""
             table.add_row(str(m.seq), role + folded, _describe(m), str(m.tokens or 0))
         console.print(table)
@@ -98,7 +101,7 @@ def usage(tenant: TenantOption = None,
                            until=parse_time(until))
         table = Table("tenant", "purpose", "model", "calls", "prompt", "completion", "total")
         for line in lines:
-            table.add_row(str(line.tenant), line.purpose, line.model or "-", str(line.calls),
+            table.add_row(safe(line.tenant), line.purpose, safe(line.model or "-"), str(line.calls),
                           str(line.prompt_tokens), str(line.completion_tokens),
                           str(line.total_tokens))
         console.print(table)
