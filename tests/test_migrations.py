@@ -81,3 +81,23 @@ def test_processes_starting_at_once_on_an_empty_database_all_succeed(db_url: str
     engine = make_engine(db_url)
     assert migrate.current(engine) == migrate.head_revision()
     engine.dispose()
+
+
+def test_each_migration_steps_down_and_up_keeping_the_data(db_url: str) -> None:
+    engine = make_engine(db_url)
+    migrate.upgrade(engine, "0001_core")
+    assert "memories" not in inspect(engine).get_table_names()
+    migrate.upgrade(engine)  # 0001 -> 0002 on a database that is not empty
+    keep = Chatkeep(db_url, create_schema=False)
+    session = keep.sessions.create(Ref("organization", 1))
+    session.add_user("survives schema changes")
+    keep.close()
+    migrate.downgrade(engine, "0001_core")
+    tables = set(inspect(engine).get_table_names())
+    assert "memories" not in tables and "chat_messages" in tables
+    migrate.upgrade(engine)
+    keep = Chatkeep(db_url)
+    assert [m.content for m in keep.sessions.get(session.id).messages] == [
+        "survives schema changes"]
+    keep.close()
+    engine.dispose()
