@@ -15,6 +15,11 @@ class ConfigError(ChatkeepError, ValueError):
     """A configuration key or value is unknown or of the wrong type."""
 
 
+class InvalidArgument(ChatkeepError, ValueError):
+    """An argument combination or value a call cannot take (e.g. ``forget`` with neither
+    an actor nor ``whole_tenant``)."""
+
+
 class InvalidReference(ChatkeepError, ValueError):
     """A tenant/actor/subject reference is empty or malformed."""
 

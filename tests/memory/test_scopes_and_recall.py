@@ -21,7 +21,7 @@ from memory_helpers import (
 )
 from sqlalchemy import inspect, text
 
-from chatkeep import Chatkeep, Ref
+from chatkeep import Chatkeep, InvalidArgument, Ref
 from chatkeep.memory import Scope
 
 # -- 3. scopes -------------------------------------------------------------------------------
@@ -188,9 +188,9 @@ def test_forget_a_whole_tenant(mkeep: Chatkeep, player: Player) -> None:
     assert mkeep.memory.forget(ORG, whole_tenant=True) == 2
     assert mkeep.memory.recall(s, query="close six tea") == []
     assert contents(mkeep.memory.list(OTHER_ORG)) == ["Close at five."]
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgument):
         mkeep.memory.forget(ORG)
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgument):
         mkeep.memory.forget(ORG, actor=ALICE, whole_tenant=True)
 
 

@@ -10,7 +10,7 @@ import logging
 from datetime import timedelta
 
 from chatkeep.config import MemoryConfig
-from chatkeep.errors import DistillationError
+from chatkeep.errors import DistillationError, InvalidArgument
 from chatkeep.history.compressor import OutboundFilter
 from chatkeep.jobs import Dispatcher, InlineDispatcher
 from chatkeep.llm.base import ChatModel
@@ -151,7 +151,7 @@ class MemoryService:
         """
         require_ref(tenant, "tenant")
         if whole_tenant == (actor is not None):
-            raise ValueError("pass either actor= or whole_tenant=True")
+            raise InvalidArgument("pass either actor= or whole_tenant=True")
         if actor is not None:
             deleted = self.store.delete_personal(tenant, require_ref(actor, "actor"))
             log.info("forgot %d personal memories of %s in %s", deleted, actor, tenant)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from chatkeep.config import MemoryConfig
+from chatkeep.errors import InvalidArgument
 from chatkeep.store.memories import MemoryStore
 
 DEFAULT_LEASE = timedelta(minutes=10)
@@ -34,7 +35,8 @@ class Sweeper:
         idle_after = self.config.sweep_idle_after if idle_after is None else idle_after
         batch_size = self.config.sweep_batch_size if batch_size is None else batch_size
         if idle_after < timedelta(0) or batch_size <= 0:
-            raise ValueError("idle_after must not be negative and batch_size must be positive")
+            raise InvalidArgument(
+                "idle_after must not be negative and batch_size must be positive")
         now = self.store.clock()
         return self.store.claim_idle(now - idle_after, now + self.lease, batch_size)
 
