@@ -36,6 +36,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.expression import ColumnClause
 
 from chatkeep.refs import Ref
+from chatkeep.store.connections import reading, transaction
 from chatkeep.store.memory_index import FTS_TABLE, PG_TEXT_CONFIG
 from chatkeep.store.repository import as_utc, utcnow
 from chatkeep.store.schema import chat_sessions, memories
@@ -136,7 +137,7 @@ class MemoryStore:
         query = query.where(self._live_in(tenant, scope_keys)).order_by(
             literal_column(score_label).desc(), memories.c.updated_at.desc(),
             memories.c.id.desc()).limit(limit)
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             if conn.dialect.name not in ("sqlite", "postgresql"):
                 raise NotImplementedError(f"no text search for {conn.dialect.name}")
             return [_row(r, float(r._mapping[score_label])) for r in conn.execute(query)]
@@ -166,14 +167,14 @@ class MemoryStore:
         if exclude:
             query = query.where(memories.c.id.not_in(list(exclude)))
         query = query.order_by(memories.c.updated_at.desc(), memories.c.id.desc()).limit(limit)
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return [_row(r) for r in conn.execute(query)]
 
     def find_live(self, tenant: Ref, scope_key: str, content_key: str) -> MemoryRow | None:
         """The live memory with this normalised text in this scope, if any."""
         query = select(memories).where(self._live_in(tenant, [scope_key]),
                                        memories.c.content_key == content_key)
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             row = conn.execute(query).first()
         return _row(row) if row is not None else None
 
@@ -189,7 +190,7 @@ class MemoryStore:
                         memories.c.content_key == content_key,
                         or_(memories.c.superseded_by.is_(None), from_here))
                  .order_by(memories.c.superseded_by.is_(None).desc()).limit(1))
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             row = conn.execute(query).first()
         return _row(row) if row is not None else None
 
@@ -209,7 +210,7 @@ class MemoryStore:
         if not include_superseded:
             query = query.where(memories.c.superseded_by.is_(None))
         query = query.order_by(memories.c.updated_at.desc(), memories.c.id.desc()).limit(limit)
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return [_row(r) for r in conn.execute(query)]
 
     def count(self, tenant: Ref | None = None, *, live_only: bool = False) -> int:
@@ -219,7 +220,7 @@ class MemoryStore:
             query = query.where(_tenant_is(tenant))
         if live_only:
             query = query.where(memories.c.superseded_by.is_(None))
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return int(conn.execute(query).scalar_one())
 
     # -- the distillation commit ---------------------------------------------------------
@@ -232,7 +233,7 @@ class MemoryStore:
         caller read it: another worker distilled this range first.
         """
         now = self.clock()
-        with self.engine.begin() as conn:
+        with transaction(self.engine) as conn:
             moved = conn.execute(
                 update(chat_sessions)
                 .where(chat_sessions.c.id == session_id,
@@ -290,7 +291,7 @@ class MemoryStore:
     def rewind(self, session_id: str, through_seq: int = 0) -> bool:
         """Move ``distilled_through`` back to ``through_seq`` (compare-and-set by version
         bump); ``False`` when the session is not past it."""
-        with self.engine.begin() as conn:
+        with transaction(self.engine) as conn:
             result = conn.execute(
                 update(chat_sessions)
                 .where(chat_sessions.c.id == session_id,
@@ -313,7 +314,7 @@ class MemoryStore:
                                          s.last_seq > s.distilled_through, free)
                       .order_by(s.last_message_at, s.id).limit(limit))
         claimed: list[str] = []
-        with self.engine.begin() as conn:
+        with transaction(self.engine) as conn:
             for (session_id,) in conn.execute(candidates).all():
                 result = conn.execute(update(chat_sessions)
                                       .where(s.id == session_id, free)
@@ -324,13 +325,13 @@ class MemoryStore:
 
     def set_lease(self, session_id: str, until: datetime | None) -> None:
         """Hold (``until``) or release (``None``) the distil lease of one session."""
-        with self.engine.begin() as conn:
+        with transaction(self.engine) as conn:
             conn.execute(update(chat_sessions).where(chat_sessions.c.id == session_id)
                          .values(distil_lease_until=until))
 
     def lease_of(self, session_id: str) -> datetime | None:
         """When the session's distil lease expires (``None`` = not leased)."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             value = conn.execute(select(chat_sessions.c.distil_lease_until)
                                  .where(chat_sessions.c.id == session_id)).scalar()
         return as_utc(value)
@@ -342,10 +343,10 @@ class MemoryStore:
         statement = delete(memories).where(
             _tenant_is(tenant), memories.c.actor_type == actor.type,
             memories.c.actor_id == actor.id_text)
-        with self.engine.begin() as conn:
+        with transaction(self.engine) as conn:
             return int(conn.execute(statement).rowcount)
 
     def delete_tenant(self, tenant: Ref) -> int:
         """Delete all of ``tenant``'s memories."""
-        with self.engine.begin() as conn:
+        with transaction(self.engine) as conn:
             return int(conn.execute(delete(memories).where(_tenant_is(tenant))).rowcount)

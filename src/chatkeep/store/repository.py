@@ -10,18 +10,19 @@ gapless and never duplicated; the summary is written with compare-and-set on
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, func, insert, select, update
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import IntegrityError
 
 from chatkeep.errors import InvalidMessage, SessionClosed, SessionNotFound, StoreError
 from chatkeep.messages import Message, Role, ToolCall, Usage
 from chatkeep.refs import Ref
+from chatkeep.store.connections import reading, transaction
 from chatkeep.store.schema import (
     chat_messages,
     chat_sessions,
@@ -167,25 +168,13 @@ class Repository:
 
         ensure_schema(self.engine)
 
-    @contextmanager
-    def transaction(self) -> Iterator[Connection]:
+    def transaction(self) -> AbstractContextManager[Connection]:
         """One transaction; database errors surface as ``StoreError`` after rollback."""
-        try:
-            with self.engine.begin() as conn:
-                yield conn
-        except IntegrityError:
-            raise
-        except DBAPIError as exc:
-            raise StoreError(f"database error: {exc.orig or exc}") from exc
+        return transaction(self.engine)
 
-    @contextmanager
-    def reading(self) -> Iterator[Connection]:
+    def reading(self) -> AbstractContextManager[Connection]:
         """A connection for reads; database errors surface as ``StoreError`` here too."""
-        try:
-            with self.engine.connect() as conn:
-                yield conn
-        except DBAPIError as exc:
-            raise StoreError(f"database error: {exc.orig or exc}") from exc
+        return reading(self.engine)
 
     # -- sessions ------------------------------------------------------------------------
 
