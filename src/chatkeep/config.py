@@ -37,6 +37,7 @@ class ChatConfig:
     """The cheap model used to summarise."""
 
     def validate(self) -> None:
+        """Raise ``ConfigError`` for values that cannot work together."""
         if self.max_history_tokens <= 0:
             raise ConfigError("chat.max_history_tokens must be positive")
         if self.recent_messages_min < 0:
@@ -66,6 +67,7 @@ class LLMConfig:
     """Retries the SDK makes on connection errors and 429/5xx."""
 
     def validate(self) -> None:
+        """Raise ``ConfigError`` for values that cannot work."""
         if self.timeout <= 0:
             raise ConfigError("llm.timeout must be positive")
         if self.max_retries < 0:
@@ -90,6 +92,7 @@ class MemoryConfig:
     """Put recalled memories into the system message of ``build_history``."""
 
     def validate(self) -> None:
+        """Raise ``ConfigError`` for values that cannot work."""
         if self.sweep_batch_size <= 0:
             raise ConfigError("memory.sweep_batch_size must be positive")
         if self.recall_limit <= 0:
@@ -112,6 +115,7 @@ class PrivacyConfig:
     """Also detect person names and places with Presidio (needs ``chatkeep[ner]``)."""
 
     def validate(self) -> None:
+        """Raise ``ConfigError`` for a malformed region code."""
         for region in self.phone_regions:
             if not (isinstance(region, str) and len(region) == 2 and region.isupper()):
                 raise ConfigError(f"privacy.phone_regions: {region!r} is not a 2-letter region")
@@ -127,6 +131,7 @@ class Config:
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
 
     def validate(self) -> Self:
+        """Validate every section; returns ``self`` for chaining."""
         self.chat.validate()
         self.llm.validate()
         self.memory.validate()

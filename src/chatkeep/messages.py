@@ -54,6 +54,7 @@ class ToolCall:
             raise InvalidMessage(f"tool call {self.id!r}: arguments must be a JSON string")
 
     def to_openai(self) -> dict[str, Any]:
+        """The call in OpenAI's ``tool_calls`` format."""
         return {
             "id": self.id,
             "type": "function",
@@ -82,6 +83,7 @@ class Usage:
 
     @property
     def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
         return self.prompt_tokens + self.completion_tokens
 
 

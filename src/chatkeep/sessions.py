@@ -54,6 +54,7 @@ class ChatSession:
 
     @property
     def id(self) -> str:
+        """The session id (a time-ordered UUID): all a background job needs."""
         return self._row.id
 
     @property
@@ -73,6 +74,7 @@ class ChatSession:
 
     @property
     def title(self) -> str | None:
+        """An optional label for people."""
         return self._row.title
 
     @property
@@ -82,6 +84,7 @@ class ChatSession:
 
     @property
     def repository(self) -> Repository:
+        """The store this session reads and writes through."""
         return self._repo
 
     @property
@@ -101,14 +104,17 @@ class ChatSession:
 
     @property
     def message_count(self) -> int:
+        """How many messages were appended (the last ``seq``)."""
         return self._row.last_seq
 
     @property
     def closed(self) -> bool:
+        """Whether the session refuses new messages."""
         return self._row.closed_at is not None
 
     @property
     def metadata(self) -> dict[str, Any]:
+        """Your own JSON data, stored with the session."""
         return dict(self._row.metadata)
 
     @property

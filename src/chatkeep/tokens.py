@@ -28,4 +28,5 @@ class HeuristicCounter:
         self.chars_per_token = chars_per_token
 
     def count(self, text: str) -> int:
+        """``ceil(len(text) / chars_per_token)``."""
         return -(-len(text) // self.chars_per_token)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -72,6 +71,3 @@ def open_keep(db: str, config_file: str | None = None,
         if keep is not None:
             keep.close()
 
-
-def env_db_default() -> str:
-    return os.environ.get("CHATKEEP_DATABASE_URL", DEFAULT_DB)

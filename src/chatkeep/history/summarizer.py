@@ -35,6 +35,7 @@ class Summarizer(Protocol):
 
     def summarize(self, previous: str | None, messages: Sequence[Message],
                   language: str) -> SummaryResult:
+        """Fold ``messages`` into ``previous``, writing in ``language``."""
         ...
 
 
@@ -78,6 +79,7 @@ class LLMSummarizer:
 
     def summarize(self, previous: str | None, messages: Sequence[Message],
                   language: str) -> SummaryResult:
+        """Ask the model; a reply far over the length limit is refused (``ModelError``)."""
         completion = self.model.complete(
             self.build_messages(previous, messages, language), model=self.model_name,
             max_tokens=self.max_summary_tokens * 2, temperature=0.2)
@@ -110,6 +112,7 @@ class ExtractiveSummarizer:
 
     def summarize(self, previous: str | None, messages: Sequence[Message],
                   language: str) -> SummaryResult:
+        """Append one line per turn to ``previous``; ``language`` is ignored (extractive)."""
         lines = [ln for ln in (previous or "").splitlines() if ln and ln != self.OMITTED]
         for message in messages:
             text = message.replay_text

@@ -61,6 +61,7 @@ class InlineDispatcher(_Bound):
     """Runs the job in the caller's thread, right away (tests, scripts, the CLI)."""
 
     def dispatch(self, job: str, session_id: str) -> None:
+        """Run the job now; its failure is logged, an unknown job name raises."""
         self._handler(job)  # an unknown job is a programming error: raise it
         self._run(job, session_id)
 
@@ -79,6 +80,7 @@ class ThreadPoolDispatcher(_Bound):
         self._lock = threading.Lock()
 
     def dispatch(self, job: str, session_id: str) -> None:
+        """Queue the job on the pool; an unknown job name raises here, in the caller."""
         self._handler(job)
         future = self._pool.submit(self._run, job, session_id)
         with self._lock:
@@ -97,6 +99,7 @@ class ThreadPoolDispatcher(_Bound):
             future.result(timeout=timeout)
 
     def shutdown(self, wait: bool = True) -> None:
+        """Stop the pool (after running what is queued, with ``wait``)."""
         self._pool.shutdown(wait=wait)
 
 

@@ -55,9 +55,11 @@ class CeleryDispatcher:
         self.handlers: dict[str, JobHandler] = {}
 
     def bind(self, handlers: Mapping[str, JobHandler]) -> None:
+        """Remember the job names so an unknown one fails in the caller, not the worker."""
         self.handlers = dict(handlers)
 
     def dispatch(self, job: str, session_id: str) -> None:
+        """Send ``chatkeep.run_job(job, session_id)`` to the broker."""
         if self.handlers and job not in self.handlers:
             raise UnknownJob(f"no handler for job {job!r} (known: {sorted(self.handlers)})")
         self.app.send_task(RUN_JOB, args=[job, session_id])

@@ -32,6 +32,7 @@ class OpenAIChatModel:
     def complete(self, messages: Sequence[dict[str, Any]], *, model: str,
                  max_tokens: int | None = None, temperature: float | None = None,
                  json_mode: bool = False) -> Completion:
+        """One chat completion; any SDK failure or unusable reply is a ``ModelError``."""
         kwargs: dict[str, Any] = {"model": model, "messages": list(messages)}
         if max_tokens is not None:
             kwargs["max_tokens"] = max_tokens

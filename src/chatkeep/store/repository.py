@@ -90,6 +90,7 @@ class UsageLine:
 
     @property
     def total_tokens(self) -> int:
+        """Prompt plus completion tokens of the group."""
         return self.prompt_tokens + self.completion_tokens
 
 
@@ -181,6 +182,7 @@ class Repository:
     def create_session(self, tenant: Ref, actor: Ref | None, subject: Ref | None, *,
                        title: str | None = None, anonymize_pii: bool = True,
                        metadata: dict[str, Any] | None = None) -> SessionRow:
+        """Insert a session with a new time-ordered id; returns its row."""
         now = self.clock()
         values = {
             "id": new_session_id(), **_ref_values("tenant", tenant),

@@ -86,6 +86,7 @@ class FakeOpenAIServer:
 
     @property
     def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1``: what to give ``openai.OpenAI(base_url=...)``."""
         host, port = self._httpd.server_address[:2]
         return f"http://{host!s}:{port}/v1"
 
@@ -101,11 +102,13 @@ class FakeOpenAIServer:
             return [raw.decode("utf-8") for raw in self.raw_requests]
 
     def start(self) -> FakeOpenAIServer:
+        """Serve in a background thread."""
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        """Stop serving and close the socket."""
         self._httpd.shutdown()
         self._httpd.server_close()
 
