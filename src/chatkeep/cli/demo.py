@@ -11,7 +11,6 @@ from typing import Annotated
 
 import typer
 from rich.panel import Panel
-from rich.table import Table
 
 from chatkeep.cli.common import ConfigOption, console, open_keep, safe
 from chatkeep.importing import ImportedMessage, parse_lines
@@ -47,8 +46,7 @@ def demo(db: Annotated[str, typer.Option("--db", help="Database URL.")]
             f"session {session.id}\n{len(messages)} messages · budget {budget} tokens · "
             f"last {recent} always verbatim · summaries by the {summariser}\ndatabase {db}",
             title="chatkeep demo"))
-        table = Table("turn", "stored", "replayed", "history tokens", "budget",
-                      "compressed", "watermark")
+        console.print("turn  stored  replayed  history tokens / budget  watermark")
         turn = 0
         for message in messages:
             session.add_message(message.role, message.content, tool_calls=message.tool_calls,
@@ -60,10 +58,14 @@ def demo(db: Annotated[str, typer.Option("--db", help="Database URL.")]
             history = keep.compressor.build_history(session, DEMO_SYSTEM_PROMPT)
             cost = sum(keep.counter.count(m["content"]) for m in history)
             fired = session.summary_watermark != before
-            table.add_row(str(turn), str(session.message_count), str(len(history)), str(cost),
-                          str(budget), "[green]yes[/green]" if fired else "",
-                          str(session.summary_watermark))
-        console.print(table)
+            console.print(f"{turn:>4}  {session.message_count:>6}  {len(history):>8}  "
+                          f"{cost:>8} / {budget:<12}  {session.summary_watermark:>9}"
+                          + ("  [green]compressed[/green]" if fired else ""))
+            if fired:
+                excerpt = (session.summary or "").replace("\n", " ")
+                console.print(f"      [dim]summary v{session.row.summary_version} now covers "
+                              f"seq 1-{session.summary_watermark}, ending: "
+                              f"…{safe(excerpt[-160:])}[/dim]")
         console.print(Panel(safe(session.summary or "(no summary: the conversation fit)"),
                             title=f"summary (watermark seq {session.summary_watermark}, "
                                   f"version {session.row.summary_version})"))
