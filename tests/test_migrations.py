@@ -83,8 +83,19 @@ def test_processes_starting_at_once_on_an_empty_database_all_succeed(db_url: str
     engine.dispose()
 
 
+def _index_names(engine, table: str) -> set[str]:  # type: ignore[no-untyped-def]
+    return {ix["name"] for ix in inspect(engine).get_indexes(table)}
+
+
 def test_each_migration_steps_down_and_up_keeping_the_data(db_url: str) -> None:
     engine = make_engine(db_url)
+    migrate.upgrade(engine, "0002_memories")
+    assert "ix_chat_sessions_last_message_at" in _index_names(engine, "chat_sessions")
+    migrate.upgrade(engine, "0003_sweep_index")
+    indexes = _index_names(engine, "chat_sessions")
+    assert "ix_chat_sessions_undistilled" in indexes
+    assert "ix_chat_sessions_last_message_at" not in indexes
+    migrate.downgrade(engine, "0001_core")
     migrate.upgrade(engine, "0001_core")
     assert "memories" not in inspect(engine).get_table_names()
     migrate.upgrade(engine)  # 0001 -> 0002 on a database that is not empty

@@ -184,4 +184,4 @@ def test_sweep_for_idle_undistilled_sessions_uses_an_index(big_store: BigStore) 
     assert len(claimed) == 50
     sweep = [(s, p) for s, p in plans if "distilled_through" in s]
     assert sweep, "the sweep query was not captured"
-    assert_indexed(sweep, "chat_sessions", "ix_chat_sessions_last_message_at")
+    assert_indexed(sweep, "chat_sessions", "ix_chat_sessions_undistilled")

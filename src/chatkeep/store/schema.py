@@ -55,6 +55,8 @@ def _ref_columns(prefix: str, nullable: bool) -> list[Column[object]]:
     ]
 
 
+UNDISTILLED = "last_seq > distilled_through"
+
 chat_sessions = Table(
     "chat_sessions",
     metadata,
@@ -79,7 +81,10 @@ chat_sessions = Table(
     Column("created_at", TS, nullable=False),
     Column("metadata", JSON, nullable=False, default=dict),
     Index("ix_chat_sessions_tenant_recent", "tenant_type", "tenant_id", "last_message_at"),
-    Index("ix_chat_sessions_last_message_at", "last_message_at"),
+    # The sweep's index: only sessions with undistilled messages, oldest activity first,
+    # so a sweep never walks the (ever growing) set of fully distilled sessions.
+    Index("ix_chat_sessions_undistilled", "last_message_at",
+          sqlite_where=text(UNDISTILLED), postgresql_where=text(UNDISTILLED)),
 )
 
 chat_messages = Table(
