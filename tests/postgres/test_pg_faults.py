@@ -85,8 +85,9 @@ def seeded(keep: Chatkeep) -> ChatSession:
     return session
 
 
-# Every statement of an append: the seq claim, the insert, the tool-call row, the
-# re-read, the usage row, and the COMMIT itself (killed right after the last insert).
+# Every statement of an append: the seq claim (which returns the session row), the
+# insert, the tool-call row, the usage row, and the COMMIT itself (killed right after
+# the last insert).
 CLAIM = r"UPDATE chat_sessions SET .*last_seq="
 APPEND_KILLS = {
     "before-seq-claim": ("before", CLAIM),
@@ -94,7 +95,6 @@ APPEND_KILLS = {
     "before-message-insert": ("before", "INSERT INTO chat_messages"),
     "after-message-insert": ("after", "INSERT INTO chat_messages"),
     "after-tool-call-insert": ("after", "INSERT INTO chat_tool_calls"),
-    "after-session-reread": ("after", "SELECT chat_sessions.id"),
     "before-usage-insert": ("before", "INSERT INTO chat_usage"),
     "after-usage-insert": ("after", "INSERT INTO chat_usage"),  # i.e. before COMMIT
 }

@@ -39,7 +39,7 @@ from chatkeep.refs import Ref
 from chatkeep.store.connections import reading, transaction
 from chatkeep.store.memory_index import FTS_TABLE, PG_TEXT_CONFIG
 from chatkeep.store.repository import as_utc, utcnow
-from chatkeep.store.schema import chat_sessions, memories
+from chatkeep.store.schema import chat_sessions, memories, ref_filter, ref_values
 
 _fts = table(FTS_TABLE, column("rowid"), column(FTS_TABLE))
 
@@ -86,15 +86,8 @@ class CommitResult:
     superseded: int
 
 
-def _ref_values(prefix: str, ref: Ref | None) -> dict[str, Any]:
-    if ref is None:
-        return {f"{prefix}_type": None, f"{prefix}_id": None, f"{prefix}_id_int": None}
-    return {f"{prefix}_type": ref.type, f"{prefix}_id": ref.id_text,
-            f"{prefix}_id_int": ref.id_is_int}
-
-
 def _tenant_is(tenant: Ref) -> Any:
-    return and_(memories.c.tenant_type == tenant.type, memories.c.tenant_id == tenant.id_text)
+    return ref_filter(memories, "tenant", tenant)
 
 
 def _row(row: Any, score: float | None = None) -> MemoryRow:
@@ -259,8 +252,8 @@ class MemoryStore:
     def _insert(self, conn: Connection, write: MemoryWrite, session_id: str,
                 through_seq: int, now: datetime) -> int | None:
         values = {
-            **_ref_values("tenant", write.tenant), **_ref_values("subject", write.subject),
-            **_ref_values("actor", write.actor), "scope": write.scope,
+            **ref_values("tenant", write.tenant), **ref_values("subject", write.subject),
+            **ref_values("actor", write.actor), "scope": write.scope,
             "scope_key": write.scope_key, "content": write.content,
             "content_key": write.content_key, "source_session_id": session_id,
             "source_through_seq": through_seq, "created_at": now, "updated_at": now,

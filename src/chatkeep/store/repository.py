@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, func, insert, select, update
+from sqlalchemy import Connection, Engine, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from chatkeep.errors import InvalidMessage, SessionClosed, SessionNotFound, StoreError
@@ -28,6 +28,8 @@ from chatkeep.store.schema import (
     chat_sessions,
     chat_tool_calls,
     chat_usage,
+    ref_filter,
+    ref_values,
 )
 
 
@@ -103,17 +105,6 @@ class BilledUsage:
     model: str | None = None
 
 
-def _ref_values(prefix: str, ref: Ref | None) -> dict[str, Any]:
-    if ref is None:
-        return {f"{prefix}_type": None, f"{prefix}_id": None, f"{prefix}_id_int": None}
-    return {f"{prefix}_type": ref.type, f"{prefix}_id": ref.id_text,
-            f"{prefix}_id_int": ref.id_is_int}
-
-
-def _ref_filter(table: Any, prefix: str, ref: Ref) -> Any:
-    return and_(table.c[f"{prefix}_type"] == ref.type, table.c[f"{prefix}_id"] == ref.id_text)
-
-
 def _row_to_session(row: Any) -> SessionRow:
     m = row._mapping
     tenant = Ref.from_columns(m["tenant_type"], m["tenant_id"], m["tenant_id_int"])
@@ -185,8 +176,8 @@ class Repository:
         """Insert a session with a new time-ordered id; returns its row."""
         now = self.clock()
         values = {
-            "id": new_session_id(), **_ref_values("tenant", tenant),
-            **_ref_values("actor", actor), **_ref_values("subject", subject),
+            "id": new_session_id(), **ref_values("tenant", tenant),
+            **ref_values("actor", actor), **ref_values("subject", subject),
             "title": title, "anonymize_pii": anonymize_pii, "total_tokens": 0, "last_seq": 0,
             "summary": None, "summary_watermark": 0, "summary_version": 0,
             "distilled_through": 0, "distil_version": 0, "pii_vault": None,
@@ -194,8 +185,9 @@ class Repository:
             "created_at": now, "metadata": metadata or {},
         }
         with self.transaction() as conn:
-            conn.execute(insert(chat_sessions).values(**values))
-            return self._load_session(conn, values["id"], None)
+            row = conn.execute(insert(chat_sessions).values(**values)
+                               .returning(chat_sessions)).one()
+            return _row_to_session(row)
 
     def get_session(self, session_id: str, tenant: Ref | None = None) -> SessionRow:
         """Load a session; with ``tenant`` given, another tenant's session is not found."""
@@ -205,7 +197,7 @@ class Repository:
     def _load_session(self, conn: Connection, session_id: str, tenant: Ref | None) -> SessionRow:
         query = select(chat_sessions).where(chat_sessions.c.id == session_id)
         if tenant is not None:
-            query = query.where(_ref_filter(chat_sessions, "tenant", tenant))
+            query = query.where(ref_filter(chat_sessions, "tenant", tenant))
         row = conn.execute(query).first()
         if row is None:
             raise SessionNotFound(f"no session {session_id!r}"
@@ -216,11 +208,11 @@ class Repository:
                       subject: Ref | None = None, limit: int = 50,
                       before: datetime | None = None) -> list[SessionRow]:
         """A tenant's sessions, most recently active first (served by the tenant index)."""
-        query = select(chat_sessions).where(_ref_filter(chat_sessions, "tenant", tenant))
+        query = select(chat_sessions).where(ref_filter(chat_sessions, "tenant", tenant))
         if actor is not None:
-            query = query.where(_ref_filter(chat_sessions, "actor", actor))
+            query = query.where(ref_filter(chat_sessions, "actor", actor))
         if subject is not None:
-            query = query.where(_ref_filter(chat_sessions, "subject", subject))
+            query = query.where(ref_filter(chat_sessions, "subject", subject))
         if before is not None:
             query = query.where(chat_sessions.c.last_message_at < before)
         query = query.order_by(chat_sessions.c.last_message_at.desc(),
@@ -235,12 +227,13 @@ class Repository:
         if unknown:
             raise ValueError(f"cannot update {sorted(unknown)} directly")
         with self.transaction() as conn:
-            result = conn.execute(
+            row = conn.execute(
                 update(chat_sessions).where(chat_sessions.c.id == session_id).values(**values)
-            )
-            if result.rowcount == 0:
+                .returning(chat_sessions)
+            ).first()
+            if row is None:
                 raise SessionNotFound(f"no session {session_id!r}")
-            return self._load_session(conn, session_id, None)
+            return _row_to_session(row)
 
     # -- messages ------------------------------------------------------------------------
 
@@ -255,7 +248,8 @@ class Repository:
         billed_tokens = billed.usage.total_tokens if billed else 0
         try:
             with self.transaction() as conn:
-                seq = self._claim_seq(conn, session_id, now, billed_tokens)
+                session = self._claim_seq(conn, session_id, now, billed_tokens)
+                seq = session.last_seq
                 if role is Role.TOOL:
                     self._answer_tool_call(conn, session_id, tool_call_id, seq)
                 conn.execute(insert(chat_messages).values(
@@ -269,7 +263,6 @@ class Repository:
                         {"session_id": session_id, "call_id": c.id, "call_seq": seq,
                          "name": c.name, "result_seq": None} for c in tool_calls
                     ])
-                session = self._load_session(conn, session_id, None)
                 if billed:
                     self._insert_usage(conn, session, billed, now)
         except IntegrityError as exc:
@@ -283,13 +276,15 @@ class Repository:
         return message, session
 
     def _claim_seq(self, conn: Connection, session_id: str, now: datetime,
-                   billed_tokens: int) -> int:
+                   billed_tokens: int) -> SessionRow:
+        """Take the next ``seq`` (the row lock orders concurrent appenders); returns the
+        session row as the update left it."""
         row = conn.execute(
             update(chat_sessions)
             .where(chat_sessions.c.id == session_id, chat_sessions.c.closed_at.is_(None))
             .values(last_seq=chat_sessions.c.last_seq + 1, last_message_at=now,
                     total_tokens=chat_sessions.c.total_tokens + billed_tokens)
-            .returning(chat_sessions.c.last_seq)
+            .returning(chat_sessions)
         ).first()
         if row is None:
             exists = conn.execute(
@@ -298,7 +293,7 @@ class Repository:
             if exists is None:
                 raise SessionNotFound(f"no session {session_id!r}")
             raise SessionClosed(f"session {session_id!r} is closed")
-        return int(row[0])
+        return _row_to_session(row)
 
     def _answer_tool_call(self, conn: Connection, session_id: str, call_id: str | None,
                           seq: int) -> None:
@@ -341,20 +336,21 @@ class Repository:
         Allowed on a closed session: the tokens were spent all the same."""
         now = self.clock()
         with self.transaction() as conn:
-            result = conn.execute(
+            row = conn.execute(
                 update(chat_sessions).where(chat_sessions.c.id == session_id)
                 .values(total_tokens=chat_sessions.c.total_tokens + billed.usage.total_tokens)
-            )
-            if result.rowcount == 0:
+                .returning(chat_sessions)
+            ).first()
+            if row is None:
                 raise SessionNotFound(f"no session {session_id!r}")
-            session = self._load_session(conn, session_id, None)
+            session = _row_to_session(row)
             self._insert_usage(conn, session, billed, now)
             return session
 
     def _insert_usage(self, conn: Connection, session: SessionRow, billed: BilledUsage,
                       now: datetime) -> None:
         conn.execute(insert(chat_usage).values(
-            session_id=session.id, **_ref_values("tenant", session.tenant),
+            session_id=session.id, **ref_values("tenant", session.tenant),
             purpose=billed.purpose, model=billed.model,
             prompt_tokens=billed.usage.prompt_tokens,
             completion_tokens=billed.usage.completion_tokens, created_at=now,
@@ -370,7 +366,7 @@ class Repository:
             func.coalesce(func.sum(u.completion_tokens), 0), func.count(),
         ).group_by(u.tenant_type, u.tenant_id, u.tenant_id_int, u.purpose, u.model)
         if tenant is not None:
-            query = query.where(_ref_filter(chat_usage, "tenant", tenant))
+            query = query.where(ref_filter(chat_usage, "tenant", tenant))
         if since is not None:
             query = query.where(u.created_at >= since)
         if until is not None:
@@ -408,10 +404,9 @@ class Repository:
                        chat_sessions.c.summary_watermark < watermark)
                 .values(summary=summary, summary_watermark=watermark,
                         summary_version=expected_version + 1)
-            )
-            if result.rowcount != 1:
-                return None
-            return self._load_session(conn, session_id, None)
+                .returning(chat_sessions)
+            ).first()
+            return None if result is None else _row_to_session(result)
 
     # -- PII vault -----------------------------------------------------------------------
 

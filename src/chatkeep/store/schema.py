@@ -6,11 +6,14 @@ or reaches them through ``chat_sessions`` by primary key; see DESIGN.md.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
     Column,
+    ColumnElement,
     DateTime,
     ForeignKey,
     Index,
@@ -21,10 +24,12 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    and_,
     event,
     text,
 )
 
+from chatkeep.refs import Ref
 from chatkeep.store.memory_index import (
     PG_INDEX,
     PG_TEXT_CONFIG,
@@ -56,6 +61,19 @@ def _ref_columns(prefix: str, nullable: bool) -> list[Column[object]]:
 
 
 UNDISTILLED = "last_seq > distilled_through"
+
+def ref_values(prefix: str, ref: Ref | None) -> dict[str, Any]:
+    """Column values for a reference stored as ``<prefix>_type/_id/_id_int``."""
+    if ref is None:
+        return {f"{prefix}_type": None, f"{prefix}_id": None, f"{prefix}_id_int": None}
+    return {f"{prefix}_type": ref.type, f"{prefix}_id": ref.id_text,
+            f"{prefix}_id_int": ref.id_is_int}
+
+
+def ref_filter(table: Table, prefix: str, ref: Ref) -> ColumnElement[bool]:
+    """``WHERE`` clause matching a stored reference (ids compare by their text)."""
+    return and_(table.c[f"{prefix}_type"] == ref.type, table.c[f"{prefix}_id"] == ref.id_text)
+
 
 chat_sessions = Table(
     "chat_sessions",
