@@ -108,13 +108,16 @@ class HistoryCompressor:
         """
         if memories is None and self.memory_provider is not None:
             memories = self._recall(session)
-        for _ in range(MAX_CAS_ATTEMPTS):
+        lost_races = 0
+        while True:
             # Re-read first: the switches, summary and watermark may have moved elsewhere.
             redact, row = self._filter(session.refresh()), session.row
             system_text = redact(_with_memories(system_prompt, memories))
             replay = self._replay(session, row.summary_watermark, redact)
             summary = self._model_text(session, row.summary, redact)
-            fold = self._choose_fold(system_text, summary, replay)
+            # After losing several races in a row, replay what is stored, verbatim.
+            fold = ([] if lost_races == MAX_CAS_ATTEMPTS
+                    else self._choose_fold(system_text, summary, replay))
             if not fold:
                 return self._render(system_text, summary, replay)
             result = self._summarize(session, summary, fold, redact)
@@ -124,6 +127,7 @@ class HistoryCompressor:
                 session.id, row.summary_version, result.text, fold[-1].seq)
             if new_row is None:
                 log.info("session %s: another caller compressed first; re-reading", session.id)
+                lost_races += 1
                 continue
             session._replace_row(new_row)
             log.info("session %s: folded %d messages, watermark %d -> %d", session.id,
@@ -131,11 +135,6 @@ class HistoryCompressor:
             self._after_compress(session)
             return self._render(system_text, self._model_text(session, result.text, redact),
                                 replay[len(fold):])
-        # Still losing races after several attempts: replay what is stored, verbatim.
-        redact, row = self._filter(session.refresh()), session.row
-        return self._render(redact(_with_memories(system_prompt, memories)),
-                            self._model_text(session, row.summary, redact),
-                            self._replay(session, row.summary_watermark, redact))
 
     def _filter(self, session: ChatSession) -> Callable[[str], str]:
         return self.outbound_filter.for_session(session) if self.outbound_filter else _identity
