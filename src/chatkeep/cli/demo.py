@@ -13,7 +13,7 @@ import typer
 from rich.panel import Panel
 
 from chatkeep.cli.common import ConfigOption, console, open_keep, safe
-from chatkeep.importing import ImportedMessage, parse_lines
+from chatkeep.importing import ImportedMessage, append_all, parse_lines
 from chatkeep.messages import Role
 from chatkeep.refs import Ref
 
@@ -47,18 +47,19 @@ def demo(db: Annotated[str, typer.Option("--db", help="Database URL.")]
             f"last {recent} always verbatim · summaries by the {summariser}\ndatabase {db}",
             title="chatkeep demo"))
         console.print("turn  stored  replayed  history tokens / budget  watermark")
-        turn = 0
-        for message in messages:
-            session.add_message(message.role, message.content, tool_calls=message.tool_calls,
-                                tool_call_id=message.tool_call_id, name=message.name)
+        turns = 0
+
+        def after_append(message: ImportedMessage) -> None:
+            """Before each user turn is answered, build the history the model would get."""
+            nonlocal turns
             if message.role is not Role.USER:
-                continue
-            turn += 1
+                return
+            turns += 1
             before = session.summary_watermark
             history = keep.compressor.build_history(session, DEMO_SYSTEM_PROMPT)
             cost = sum(keep.counter.count(m["content"]) for m in history)
             fired = session.summary_watermark != before
-            console.print(f"{turn:>4}  {session.message_count:>6}  {len(history):>8}  "
+            console.print(f"{turns:>4}  {session.message_count:>6}  {len(history):>8}  "
                           f"{cost:>8} / {budget:<12}  {session.summary_watermark:>9}"
                           + ("  [green]compressed[/green]" if fired else ""))
             if fired:
@@ -66,6 +67,8 @@ def demo(db: Annotated[str, typer.Option("--db", help="Database URL.")]
                 console.print(f"      [dim]summary v{session.row.summary_version} now covers "
                               f"seq 1-{session.summary_watermark}, ending: "
                               f"…{safe(excerpt[-160:])}[/dim]")
+
+        append_all(session, messages, after_append)
         console.print(Panel(safe(session.summary or "(no summary: the conversation fit)"),
                             title=f"summary (watermark seq {session.summary_watermark}, "
                                   f"version {session.row.summary_version})"))
