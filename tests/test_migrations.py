@@ -60,6 +60,8 @@ def test_cli_db_commands(tmp_path) -> None:
     assert "shipped head" in runner.invoke(app, ["db", "current", "--db", url]).output
     result = runner.invoke(app, ["db", "downgrade", "base", "--db", url])
     assert result.exit_code == 0 and "-> empty" in result.output
+    result = runner.invoke(app, ["db", "upgrade", "no_such_revision", "--db", url])
+    assert result.exit_code == 1 and "no_such_revision" in result.output
 
 
 def _boot(url: str) -> None:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
+from alembic.util import CommandError
 from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError
 
 from chatkeep.cli.common import DEFAULT_DB, DbOption, console, err_console, safe
 from chatkeep.errors import ChatkeepError
@@ -16,47 +20,51 @@ db_app = typer.Typer(help="Schema migrations.", no_args_is_help=True)
 Revision = Annotated[str, typer.Argument(help="Target revision ('head', 'base', or an id).")]
 
 
-def _engine(db: str) -> Engine:
+@contextmanager
+def _database(db: str) -> Iterator[Engine]:
+    """An engine for one command; a bad URL, an unreachable server or an unknown revision
+    becomes a red message and exit code 1, and the engine is always disposed."""
+    engine = None
     try:
-        return make_engine(db)
-    except ChatkeepError as exc:
+        engine = make_engine(db)
+        yield engine
+    except (ChatkeepError, CommandError, DBAPIError) as exc:
         err_console.print(f"[red]error:[/red] {safe(exc)}")
         raise typer.Exit(1) from None
+    finally:
+        if engine is not None:
+            engine.dispose()
 
 
 @db_app.command()
 def upgrade(revision: Revision = "head", db: DbOption = DEFAULT_DB) -> None:
     """Apply migrations up to REVISION (default: the newest)."""
-    engine = _engine(db)
-    before = migrate.current(engine)
-    migrate.upgrade(engine, revision)
-    console.print(f"schema: {before or 'empty'} -> {migrate.current(engine)}")
-    engine.dispose()
+    with _database(db) as engine:
+        before = migrate.current(engine)
+        migrate.upgrade(engine, revision)
+        console.print(f"schema: {before or 'empty'} -> {migrate.current(engine)}")
 
 
 @db_app.command()
 def downgrade(revision: Revision, db: DbOption = DEFAULT_DB) -> None:
     """Revert migrations down to REVISION ('base' drops every chatkeep table)."""
-    engine = _engine(db)
-    before = migrate.current(engine)
-    migrate.downgrade(engine, revision)
-    console.print(f"schema: {before} -> {migrate.current(engine) or 'empty'}")
-    engine.dispose()
+    with _database(db) as engine:
+        before = migrate.current(engine)
+        migrate.downgrade(engine, revision)
+        console.print(f"schema: {before} -> {migrate.current(engine) or 'empty'}")
 
 
 @db_app.command()
 def current(db: DbOption = DEFAULT_DB) -> None:
     """Show the revision the database is at, and the newest this chatkeep ships."""
-    engine = _engine(db)
-    console.print(f"database: {migrate.current(engine) or 'not migrated'} · "
-                  f"shipped head: {migrate.head_revision()}")
-    engine.dispose()
+    with _database(db) as engine:
+        console.print(f"database: {migrate.current(engine) or 'not migrated'} · "
+                      f"shipped head: {migrate.head_revision()}")
 
 
 @db_app.command()
 def stamp(revision: Revision = "head", db: DbOption = DEFAULT_DB) -> None:
     """Record REVISION as applied without running it (for tables created another way)."""
-    engine = _engine(db)
-    migrate.stamp(engine, revision)
-    console.print(f"stamped {migrate.current(engine)}")
-    engine.dispose()
+    with _database(db) as engine:
+        migrate.stamp(engine, revision)
+        console.print(f"stamped {migrate.current(engine)}")
