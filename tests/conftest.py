@@ -94,6 +94,7 @@ def make_keep(db_url: str) -> Iterator[Callable[..., Chatkeep]]:
     made: list[Chatkeep] = []
 
     def factory(**kwargs: Any) -> Chatkeep:
+        kwargs.setdefault("dispatcher", "inline")  # deterministic: jobs finish in the call
         keep = Chatkeep(db_url, **kwargs)
         made.append(keep)
         return keep

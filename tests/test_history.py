@@ -74,7 +74,7 @@ def test_over_budget_summarises_stores_watermark_and_reuses_it(
     assert history[1]["content"].endswith("SUMMARY-ONE")
     replayed = contents(history[2:])
     assert replayed[0].startswith("U" if watermark % 2 == 0 else "A")
-    assert hc.cost(SYSTEM, s.summary, []) < 1000
+    assert history.compressed and not history.over_budget and history.tokens <= 1000
     # Hysteresis: the next turn fits without a new summary.
     s.add_user("short follow-up")
     again = hc.build_history(s, SYSTEM)

@@ -72,6 +72,6 @@ def test_dispatchers_run_jobs_and_contain_failures() -> None:
     pool.wait(5)
     pool.shutdown()
     assert seen == ["s1", "s5"]
-    assert isinstance(make_dispatcher(None), InlineDispatcher)
+    assert isinstance(make_dispatcher(None), ThreadPoolDispatcher)
     with pytest.raises(ValueError):
         make_dispatcher("carrier-pigeon")

@@ -103,13 +103,15 @@ def test_add_assistant_response_from_the_real_sdk(keep: Chatkeep) -> None:
         )
         s = keep.sessions.create(tenant=ORG, actor=Ref("user", 1))
         s.add_user("clause 4?")
-        first = client.chat.completions.create(model="gpt-4o", messages=[])
+        first = client.chat.completions.create(
+            model="gpt-4o", messages=keep.compressor.build_history(s, "sys"))
         msg = s.add_assistant_response(first)
         assert msg.content == "Checking."
         assert [c.id for c in msg.tool_calls] == ["call_a", "call_b"]
         s.add_tool_result("call_a", "result a")
         s.add_tool_result("call_b", "result b")
-        s.add_assistant_response(client.chat.completions.create(model="gpt-4o", messages=[]))
+        s.add_assistant_response(client.chat.completions.create(
+            model="gpt-4o", messages=keep.compressor.build_history(s, "sys")))
     assert s.total_tokens == 120 + 30 + 200 + 10
     assert keep.repository.usage_sum(s.id) == s.total_tokens
     (line,) = keep.usage(ORG)

@@ -9,6 +9,7 @@ from chatkeep.errors import (
     ChatkeepError,
     ConfigError,
     DistillationError,
+    IncompleteToolTurn,
     InvalidArgument,
     InvalidMessage,
     InvalidReference,
@@ -19,13 +20,16 @@ from chatkeep.errors import (
     SessionNotFound,
     StoreError,
 )
+from chatkeep.formats import AnthropicHistory, History, HistoryInfo
 from chatkeep.history import HistoryCompressor
 from chatkeep.memory import DistilResult, Memory, MemoryService, Retriever, Scope
-from chatkeep.messages import Message, Role, ToolCall, Usage
+from chatkeep.messages import AssistantTurn, Message, MessageDraft, Role, ToolCall, Usage
 from chatkeep.refs import Ref
 from chatkeep.sessions import ChatSession
 
 __all__ = [
+    "AnthropicHistory",
+    "AssistantTurn",
     "ChatSession",
     "Chatkeep",
     "ChatkeepError",
@@ -33,7 +37,10 @@ __all__ = [
     "ConfigError",
     "DistilResult",
     "DistillationError",
+    "History",
     "HistoryCompressor",
+    "HistoryInfo",
+    "IncompleteToolTurn",
     "InvalidArgument",
     "InvalidMessage",
     "InvalidReference",
@@ -41,6 +48,7 @@ __all__ = [
     "Memory",
     "MemoryService",
     "Message",
+    "MessageDraft",
     "ModelError",
     "PrivacyError",
     "Ref",

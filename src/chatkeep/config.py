@@ -29,12 +29,26 @@ class ChatConfig:
     """The last N replayable messages always go verbatim."""
     compress_target: float = 0.6
     """After compressing, aim for this fraction of the budget (hysteresis)."""
-    summary_max_tokens: int = 600
-    """Length the summariser is asked to stay within."""
+    summary_max_tokens: int | None = None
+    """Length the summary is kept within (a longer reply is clipped); ``None`` = a tenth of
+    ``max_history_tokens`` (600 for the default budget)."""
     language: str = "English"
     """Language the summary is written in."""
     summary_model: str = "gpt-4o-mini"
     """The cheap model used to summarise."""
+    max_message_tokens: int = 16000
+    """Hard cap on one outgoing message: a longer one (a 5M-token paste, a huge tool result)
+    goes out clipped head and tail with a visible marker; the stored message is untouched."""
+    summary_input_max_tokens: int = 16000
+    """What one summariser call may read (prompt, previous summary and transcript): a larger
+    backlog is folded in several calls, so it fits the summary model's own context."""
+
+    @property
+    def summary_limit(self) -> int:
+        """The summary length in force: ``summary_max_tokens`` or its default share."""
+        if self.summary_max_tokens is not None:
+            return self.summary_max_tokens
+        return max(16, self.max_history_tokens // 10)
 
     def validate(self) -> None:
         """Raise ``ConfigError`` for values that cannot work together."""
@@ -44,13 +58,21 @@ class ChatConfig:
             raise ConfigError("chat.recent_messages_min must be >= 0")
         if not 0.0 < self.compress_target <= 1.0:
             raise ConfigError("chat.compress_target must be in (0, 1]")
-        if self.summary_max_tokens <= 0:
+        if self.max_message_tokens <= 0:
+            raise ConfigError("chat.max_message_tokens must be positive")
+        if self.summary_max_tokens is None:
+            pass
+        elif self.summary_max_tokens <= 0:
             raise ConfigError("chat.summary_max_tokens must be positive")
-        if self.summary_max_tokens >= self.compress_target * self.max_history_tokens:
+        elif self.summary_max_tokens >= self.compress_target * self.max_history_tokens:
             raise ConfigError(
                 "chat.summary_max_tokens must be below compress_target * max_history_tokens "
                 f"({self.summary_max_tokens} >= {self.compress_target * self.max_history_tokens:g})"
                 ": the summary alone would fill the budget")
+        if self.summary_input_max_tokens < 2 * self.summary_limit + 256:
+            raise ConfigError(
+                "chat.summary_input_max_tokens must leave room for the previous summary, the "
+                f"prompt and some conversation: at least {2 * self.summary_limit + 256}")
 
 
 @dataclass
@@ -240,6 +262,13 @@ def _coerce(raw: Any, hint: Any, name: str) -> Any:
                 return float(text)
             except ValueError:
                 pass
+    elif hint == int | None:
+        if raw is None or (isinstance(raw, int) and not isinstance(raw, bool)):
+            return raw
+        if text is not None and text.lower() in {"", "none", "null"}:
+            return None
+        if text is not None and text.lstrip("-").isdigit():
+            return int(text)
     elif hint is str:
         if isinstance(raw, str):
             return raw

@@ -28,6 +28,19 @@ class InvalidMessage(ChatkeepError, ValueError):
     """A message cannot be recorded: unknown role, orphan tool result, bad content."""
 
 
+class IncompleteToolTurn(ChatkeepError):
+    """``build_history`` was asked for while tool calls of the open turn have no result yet:
+    the request would be rejected by the provider (HTTP 400), so none is built.
+    ``call_ids`` names the calls waiting for ``add_tool_result``."""
+
+    def __init__(self, call_ids: list[str]) -> None:
+        self.call_ids = list(call_ids)
+        super().__init__(
+            "the open turn has tool calls without a result: "
+            f"{', '.join(self.call_ids)}; record each with add_tool_result(call_id, ...) "
+            "before building the next history")
+
+
 class InvalidTokens(ChatkeepError, ValueError):
     """A token count is negative or not an integer."""
 

@@ -1,8 +1,12 @@
-"""Messages as chatkeep records them, and converters from provider responses.
+"""Messages as chatkeep records them: one lossless internal model for every wire format.
 
 A ``Message`` is immutable once stored: compression never edits or deletes one.
 Tool plumbing is kept in full (assistant ``tool_calls`` with their ids, tool
 results with ``tool_call_id``) so a conversation can be debugged weeks later.
+Provider-native payloads that must go back unmodified (OpenAI Responses
+``reasoning`` items, Anthropic ``thinking`` blocks with their signature) ride on
+the message verbatim in ``native``, keyed by wire format name. Converting to and
+from the providers' shapes lives in :mod:`chatkeep.formats`, one module per format.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ class ToolCall:
             raise InvalidMessage(f"tool call {self.id!r}: arguments must be a JSON string")
 
     def to_openai(self) -> dict[str, Any]:
-        """The call in OpenAI's ``tool_calls`` format."""
+        """The call in OpenAI Chat Completions' ``tool_calls`` format."""
         return {
             "id": self.id,
             "type": "function",
@@ -65,7 +69,7 @@ class ToolCall:
     def from_openai(cls, data: Mapping[str, Any] | Any) -> ToolCall:
         """Build from an OpenAI tool-call dict or SDK object."""
         if not isinstance(data, Mapping):
-            data = _as_dict(data)
+            data = as_dict(data, "a tool call")
         function = data.get("function") or {}
         arguments = function.get("arguments", "{}")
         if not isinstance(arguments, str):
@@ -101,14 +105,23 @@ class Message:
     tokens: int | None = None
     created_at: datetime | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    native: Mapping[str, Any] = field(default_factory=dict)
+    """Provider payloads replayed verbatim to their own format (``{"anthropic_messages":
+    {"thinking": [...]}}``); never summarised, never sent to another format."""
+
+    @property
+    def is_plumbing(self) -> bool:
+        """Whether this message is tool plumbing: a tool result or an assistant tool call."""
+        return self.role is Role.TOOL or bool(self.tool_calls)
 
     @property
     def replay_text(self) -> str | None:
         """The text this message contributes to a replay, or ``None`` if it never replays.
 
-        Only user and assistant text replays; tool results and tool-call-only
-        assistant turns are plumbing, and an assistant turn with both replays its
-        text alone, so the output never holds a dangling ``tool_calls``.
+        This is what a *closed* turn contributes (and what the summariser reads): user and
+        assistant text only. Tool results and tool-call-only assistant messages are
+        plumbing; an assistant message with both contributes its text alone. The open
+        turn replays its plumbing in full (see :mod:`chatkeep.history.turns`).
         """
         if self.role not in (Role.USER, Role.ASSISTANT):
             return None
@@ -117,7 +130,7 @@ class Message:
         return self.content
 
     def to_openai(self) -> dict[str, Any]:
-        """The message in full OpenAI format, tool plumbing included (for export)."""
+        """The message in full OpenAI Chat Completions form, tool plumbing included (export)."""
         out: dict[str, Any] = {"role": self.role.value, "content": self.content}
         if self.tool_calls:
             out["tool_calls"] = [c.to_openai() for c in self.tool_calls]
@@ -130,64 +143,58 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class AssistantTurn:
-    """What an assistant response amounts to, whatever the provider: text, calls, usage."""
+    """What an assistant response amounts to, whatever the provider: text, calls, usage,
+    and the provider-native payloads (reasoning, thinking) to store verbatim."""
 
     content: str | None
     tool_calls: tuple[ToolCall, ...]
     usage: Usage | None
     model: str | None
+    native: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _as_dict(obj: Any) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class MessageDraft:
+    """A message to append, before the database gives it a ``seq``.
+
+    What every wire format's ``from_wire`` produces, and what a batch append takes.
+    """
+
+    role: Role
+    content: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    usage: Usage | None = None
+    model: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    native: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_turn(cls, turn: AssistantTurn,
+                  metadata: Mapping[str, Any] | None = None) -> MessageDraft:
+        """The assistant message an ``AssistantTurn`` records."""
+        return cls(Role.ASSISTANT, turn.content, turn.tool_calls, usage=turn.usage,
+                   model=turn.model, metadata=dict(metadata or {}), native=dict(turn.native))
+
+
+def as_dict(obj: Any, what: str = "a response") -> dict[str, Any]:
+    """A provider SDK object (pydantic ``model_dump``) or mapping as a plain dict."""
     if isinstance(obj, Mapping):
         return dict(obj)
     dump = getattr(obj, "model_dump", None)
     if callable(dump):
-        result = dump()
+        result = dump(mode="json", exclude_none=True)
         if isinstance(result, dict):
             return result
-    raise InvalidMessage(f"cannot read a response of type {type(obj).__name__}")
+    raise InvalidMessage(f"cannot read {what} of type {type(obj).__name__}")
 
 
 def assistant_turn_from_response(response: Any) -> AssistantTurn:
-    """Read an OpenAI ``ChatCompletion`` or an Anthropic ``Message`` (SDK object or dict)."""
-    data = _as_dict(response)
-    if "choices" in data:
-        return _from_openai(data)
-    if data.get("type") == "message" and isinstance(data.get("content"), list):
-        return _from_anthropic(data)
-    raise InvalidMessage("response is neither an OpenAI chat completion nor an Anthropic message")
+    """Read any supported provider response (see :func:`chatkeep.formats.read_response`)."""
+    from chatkeep.formats import read_response
 
-
-def _from_openai(data: Mapping[str, Any]) -> AssistantTurn:
-    choices = data.get("choices") or []
-    if not choices:
-        raise InvalidMessage("chat completion has no choices")
-    message = choices[0].get("message") or {}
-    calls = tuple(ToolCall.from_openai(c) for c in (message.get("tool_calls") or []))
-    usage_data = data.get("usage") or None
-    usage = None
-    if usage_data:
-        usage = Usage(int(usage_data.get("prompt_tokens") or 0),
-                      int(usage_data.get("completion_tokens") or 0))
-    return AssistantTurn(message.get("content"), calls, usage, data.get("model"))
-
-
-def _from_anthropic(data: Mapping[str, Any]) -> AssistantTurn:
-    texts: list[str] = []
-    calls: list[ToolCall] = []
-    for block in data.get("content") or []:
-        if block.get("type") == "text":
-            texts.append(str(block.get("text") or ""))
-        elif block.get("type") == "tool_use":
-            calls.append(ToolCall(str(block.get("id") or ""), str(block.get("name") or ""),
-                                  json.dumps(block.get("input") or {})))
-    usage_data = data.get("usage") or None
-    usage = None
-    if usage_data:
-        usage = Usage(int(usage_data.get("input_tokens") or 0),
-                      int(usage_data.get("output_tokens") or 0))
-    return AssistantTurn("".join(texts) or None, tuple(calls), usage, data.get("model"))
+    return read_response(response)
 
 
 def parse_tool_calls(raw: Sequence[Any] | None) -> tuple[ToolCall, ...]:

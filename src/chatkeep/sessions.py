@@ -16,6 +16,7 @@ from typing import Any
 from chatkeep.errors import InvalidMessage, InvalidTokens
 from chatkeep.messages import (
     Message,
+    MessageDraft,
     Role,
     ToolCall,
     Usage,
@@ -163,8 +164,9 @@ class ChatSession:
         return self.add_message(Role.USER, content, name=name, metadata=metadata)
 
     def add_system(self, content: str, *, metadata: Mapping[str, Any] | None = None) -> Message:
-        """Record a system message (kept for the record; ``build_history`` takes the prompt
-        from its caller and does not replay stored system messages)."""
+        """Record an instruction added mid-session. ``build_history`` replays every stored
+        system message pinned after the system prompt, in order: never folded, never
+        summarised, counted in the budget."""
         return self.add_message(Role.SYSTEM, content, metadata=metadata)
 
     def add_assistant(self, content: str | None = None, *,
@@ -177,11 +179,46 @@ class ChatSession:
 
     def add_assistant_response(self, response: Any, *,
                                metadata: Mapping[str, Any] | None = None) -> Message:
-        """Record an OpenAI ``ChatCompletion`` (or Anthropic ``Message``) as returned by the
-        SDK: its text, its tool calls with their ids, and its usage under purpose ``chat``."""
+        """Record a model's answer as the provider SDK returned it: its text, its tool calls
+        with their ids, reasoning/thinking payloads verbatim, and its usage (purpose ``chat``).
+
+        Accepts an OpenAI ``ChatCompletion`` (object or dict), its ``choices[0].message``,
+        a streamed completion (the list of chunks, or the SDK's stream object after it
+        finished), an OpenAI Responses ``Response``, or an Anthropic ``Message``.
+        """
         turn = assistant_turn_from_response(response)
-        return self.add_message(Role.ASSISTANT, turn.content, tool_calls=turn.tool_calls,
-                                usage=turn.usage, model=turn.model, metadata=metadata)
+        return self.add_drafts([MessageDraft.from_turn(turn, metadata)])[0]
+
+    def record(self, payload: Any, *, format: str) -> list[Message]:
+        """Record request-side messages written in a wire format, atomically (all or none).
+
+        ``format`` is ``"openai_chat"`` (a list of chat messages), ``"openai_responses"``
+        (input items, or a string) or ``"anthropic_messages"`` (a list of ``MessageParam``:
+        tool results sent as a user message of ``tool_result`` blocks become tool results).
+        """
+        from chatkeep.formats import get_format
+
+        return self.add_drafts(get_format(format).from_wire(payload))
+
+    def add_drafts(self, drafts: Sequence[MessageDraft]) -> list[Message]:
+        """Validate and append several messages in one transaction: all of them or none."""
+        batch = []
+        for draft in drafts:
+            if not isinstance(draft, MessageDraft):
+                raise InvalidMessage(f"expected a MessageDraft, got {type(draft).__name__}")
+            _validate(draft.role, draft.content, draft.tool_calls, draft.tool_call_id)
+            billed = None
+            if draft.usage is not None:
+                _check_tokens(draft.usage.prompt_tokens, "prompt_tokens")
+                _check_tokens(draft.usage.completion_tokens, "completion_tokens")
+                billed = BilledUsage("chat", draft.usage, draft.model)
+            batch.append((draft, self._tokens_of(draft), billed))
+        messages, self._row = self._repo.append_messages(self.id, batch)
+        return messages
+
+    def _tokens_of(self, draft: MessageDraft) -> int:
+        return self._counter.count(draft.content or "") + sum(
+            self._counter.count(c.name + c.arguments) for c in draft.tool_calls)
 
     def add_tool_result(self, tool_call_id: str, content: str | Mapping[str, Any] | list[Any],
                         *, name: str | None = None,
@@ -199,20 +236,9 @@ class ChatSession:
                     usage: Usage | None = None, model: str | None = None,
                     metadata: Mapping[str, Any] | None = None) -> Message:
         """Validate and append any message; the generic form behind the ``add_*`` helpers."""
-        role = Role.parse(role)
-        calls = parse_tool_calls(tool_calls)
-        _validate(role, content, calls, tool_call_id)
-        billed = None
-        if usage is not None:
-            _check_tokens(usage.prompt_tokens, "prompt_tokens")
-            _check_tokens(usage.completion_tokens, "completion_tokens")
-            billed = BilledUsage("chat", usage, model)
-        tokens = self._counter.count(content or "") + sum(
-            self._counter.count(c.name + c.arguments) for c in calls)
-        message, self._row = self._repo.append_message(
-            self.id, role, content, tool_calls=calls, tool_call_id=tool_call_id, name=name,
-            tokens=tokens, metadata=dict(metadata or {}), billed=billed)
-        return message
+        draft = MessageDraft(Role.parse(role), content, parse_tool_calls(tool_calls),
+                             tool_call_id, name, usage, model, dict(metadata or {}))
+        return self.add_drafts([draft])[0]
 
     def add_tokens(self, n: int, *, purpose: str = "manual", model: str | None = None) -> int:
         """Bill ``n`` tokens to this session (and its tenant); returns the new total."""

@@ -62,6 +62,7 @@ def open_keep(db: str, config_file: str | None = None,
     keep = None
     try:
         config = Config.load(settings, toml_path=config_file)
+        kwargs.setdefault("dispatcher", "inline")  # a command finishes its own work
         keep = Chatkeep(db, config=config, **kwargs)
         yield keep
     except ChatkeepError as exc:

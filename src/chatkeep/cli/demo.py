@@ -57,11 +57,13 @@ def demo(db: Annotated[str, typer.Option("--db", help="Database URL.")]
             turns += 1
             before = session.summary_watermark
             history = keep.compressor.build_history(session, DEMO_SYSTEM_PROMPT)
-            cost = sum(keep.counter.count(m["content"]) for m in history)
             fired = session.summary_watermark != before
+            flag = ("  [green]compressed[/green]" if fired else "") + (
+                f"  [red]over budget: {safe(history.over_budget_reason or '')}[/red]"
+                if history.over_budget else "")
             console.print(f"{turns:>4}  {session.message_count:>6}  {len(history):>8}  "
-                          f"{cost:>8} / {budget:<12}  {session.summary_watermark:>9}"
-                          + ("  [green]compressed[/green]" if fired else ""))
+                          f"{history.tokens:>8} / {budget:<12}  {session.summary_watermark:>9}"
+                          + flag)
             if fired:
                 excerpt = (session.summary or "").replace("\n", " ")
                 console.print(f"      [dim]summary v{session.row.summary_version} now covers "

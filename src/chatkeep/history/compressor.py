@@ -1,14 +1,18 @@
 """``HistoryCompressor.build_history``: the replay that fits the budget.
 
-Under budget, everything after the summary watermark goes verbatim. Over it,
-the oldest replayable turns (never the last ``recent_messages_min``) are folded
-into the running summary by the summariser, and the summary and its new
-watermark are stored with compare-and-set, so concurrent callers agree on one
-summary per watermark step. Folding goes down to ``compress_target`` of the
-budget, so compression does not fire again on the very next turn.
+Under budget, everything after the summary watermark goes out: closed turns as user
+and assistant text, the open turn verbatim with its tool plumbing, pinned system
+messages after the system prompt. Over it, the oldest replayable messages (never the
+last ``recent_messages_min``, never the open turn) are folded into the running summary
+by the summariser, in chunks that fit its context, and the summary and its new
+watermark are stored with compare-and-set, so concurrent callers agree on one summary
+per watermark step. Folding goes down to ``compress_target`` of the budget, so
+compression does not fire again on the very next turn.
 
-A call reads only messages after the watermark (an index range), so its cost
-follows the unsummarised tail, not the session's length.
+What to send and what to fold is decided by :func:`chatkeep.history.plan.plan_history`
+(plain code over values); this module reads, calls the summariser and writes. A call
+reads only messages after the watermark (an index range) and the session's system
+messages (a partial index), so its cost follows the unsummarised tail.
 """
 
 from __future__ import annotations
@@ -16,9 +20,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, overload
 
 from chatkeep.config import ChatConfig
+from chatkeep.errors import InvalidArgument
+from chatkeep.formats import AnthropicHistory, History, HistoryInfo, get_format
+from chatkeep.formats.openai_chat import ChatHistory
+from chatkeep.formats.openai_responses import ResponsesHistory
+from chatkeep.history.clip import clip
+from chatkeep.history.plan import HistoryPlan, plan_history
 from chatkeep.history.summarizer import (
     ExtractiveSummarizer,
     LLMSummarizer,
@@ -32,9 +42,10 @@ from chatkeep.tokens import HeuristicCounter, TokenCounter
 
 log = logging.getLogger("chatkeep.history")
 
-SUMMARY_HEADER = "Summary of the earlier conversation:\n"
 MEMORY_HEADER = "\n\nWhat you remember that applies to this conversation:\n"
 MAX_CAS_ATTEMPTS = 4
+#: Tokens reserved in each summariser call for its instructions and framing.
+SUMMARY_PROMPT_RESERVE = 400
 
 
 class OutboundFilter(Protocol):
@@ -59,7 +70,7 @@ def _identity(text: str) -> str:
 
 
 class HistoryCompressor:
-    """Builds the OpenAI-format message list for the next model call of a session.
+    """Builds the message list for the next model call of a session, in any wire format.
 
     ``client`` may be an ``openai.OpenAI`` client or a chatkeep ``ChatModel`` (summaries by
     ``model``), a ``Summarizer``, or ``None`` for the offline extractive summariser.
@@ -68,8 +79,9 @@ class HistoryCompressor:
     def __init__(self, client: Any = None, *, model: str | None = None,
                  language: str | None = None, max_history_tokens: int | None = None,
                  recent_messages_min: int | None = None, compress_target: float | None = None,
-                 summary_max_tokens: int | None = None, config: ChatConfig | None = None,
-                 counter: TokenCounter | None = None,
+                 summary_max_tokens: int | None = None, max_message_tokens: int | None = None,
+                 summary_input_max_tokens: int | None = None,
+                 config: ChatConfig | None = None, counter: TokenCounter | None = None,
                  outbound_filter: OutboundFilter | None = None,
                  on_compress: Sequence[CompressHook] = (),
                  memory_provider: MemoryProvider | None = None) -> None:
@@ -77,7 +89,8 @@ class HistoryCompressor:
             "summary_model": model, "language": language,
             "max_history_tokens": max_history_tokens,
             "recent_messages_min": recent_messages_min, "compress_target": compress_target,
-            "summary_max_tokens": summary_max_tokens}.items() if v is not None}
+            "summary_max_tokens": summary_max_tokens, "max_message_tokens": max_message_tokens,
+            "summary_input_max_tokens": summary_input_max_tokens}.items() if v is not None}
         self.config = dataclasses.replace(config or ChatConfig(), **overrides)
         self.config.validate()
         self.counter = counter or HeuristicCounter()
@@ -88,53 +101,100 @@ class HistoryCompressor:
 
     def _make_summarizer(self, client: Any) -> Summarizer:
         if client is None:
-            return ExtractiveSummarizer(self.config.summary_max_tokens, counter=self.counter)
+            return ExtractiveSummarizer(self.config.summary_limit, counter=self.counter)
         if isinstance(client, Summarizer):
             return client
         return LLMSummarizer(as_chat_model(client), self.config.summary_model,
-                             max_summary_tokens=self.config.summary_max_tokens,
+                             max_summary_tokens=self.config.summary_limit,
                              counter=self.counter)
 
     # -- the public call -----------------------------------------------------------------
 
+    @overload
     def build_history(self, session: ChatSession, system_prompt: str, *,
-                      memories: Sequence[str] | None = None) -> list[dict[str, str]]:
-        """The messages to send next: system prompt (+ memories), summary, then the tail.
+                      memories: Sequence[str] | None = None,
+                      format: Literal["openai_chat"] = "openai_chat") -> ChatHistory: ...
 
-        Never raises because the summariser failed: it then replays everything after
-        the previous watermark with the previous summary. Never contains tool messages
-        or tool calls. Fails closed on privacy: if the session redacts and redaction
-        cannot run (a wrong encryption key), ``PrivacyError`` is raised and nothing is sent.
+    @overload
+    def build_history(self, session: ChatSession, system_prompt: str, *,
+                      memories: Sequence[str] | None = None,
+                      format: Literal["openai_responses"]) -> ResponsesHistory: ...
+
+    @overload
+    def build_history(self, session: ChatSession, system_prompt: str, *,
+                      memories: Sequence[str] | None = None,
+                      format: Literal["anthropic_messages"]) -> AnthropicHistory: ...
+
+    def build_history(self, session: ChatSession, system_prompt: str, *,
+                      memories: Sequence[str] | None = None,
+                      format: str = "openai_chat") -> History[Any]:
+        """The messages to send next, in ``format``: system prompt (+ memories), pinned
+        system messages, summary, closed turns' text, then the open turn verbatim.
+
+        ``format``: ``"openai_chat"`` (Chat Completions ``messages``, the default),
+        ``"openai_responses"`` (Responses ``input`` items) or ``"anthropic_messages"``
+        (``messages``, with the system text in ``.system``). The result is a list of the
+        format's message dicts carrying ``tokens``, ``over_budget``, ``compressed`` and
+        ``info``. Raises ``IncompleteToolTurn`` when a tool call of the open turn has no
+        result yet. Never raises because the summariser failed: it then replays everything
+        after the previous watermark with the previous summary. Fails closed on privacy:
+        if the session redacts and redaction cannot run, ``PrivacyError`` is raised.
         """
+        wire = get_format(format)
+        if not isinstance(system_prompt, str):
+            raise InvalidArgument("system_prompt must be a string (use '' for none), "
+                                  f"got {type(system_prompt).__name__}")
         if memories is None and self.memory_provider is not None:
             memories = self._recall(session)
         lost_races = 0
+        compressed = summary_failed = False
         while True:
             # Re-read first: the switches, summary and watermark may have moved elsewhere.
             redact, row = self._filter(session.refresh()), session.row
-            system_text = redact(_with_memories(system_prompt, memories))
-            replay = self._replay(session, row.summary_watermark, redact)
-            summary = self._model_text(session, row.summary, redact)
-            # After losing several races in a row, replay what is stored, verbatim.
-            fold = ([] if lost_races == MAX_CAS_ATTEMPTS
-                    else self._choose_fold(system_text, summary, replay))
-            if not fold:
-                return self._render(system_text, summary, replay)
-            result = self._summarize(session, summary, fold, redact)
-            if result is None:
-                return self._render(system_text, summary, replay)
+            plan = plan_history(
+                system_text=redact(_with_memories(system_prompt, memories)),
+                pinned_before=self._pinned_before(session, row.summary_watermark),
+                summary=self._model_text(session, row.summary, redact),
+                messages=session.messages_after(row.summary_watermark), config=self.config,
+                counter=self.counter, redact=redact, format=format,
+                # Fold once per call; after losing several races, replay what is stored.
+                allow_fold=not compressed and not summary_failed
+                and lost_races < MAX_CAS_ATTEMPTS)
+            if not plan.fold:
+                return wire.to_wire(plan.outgoing, self._info(
+                    session, plan, format, compressed=compressed, summary_failed=summary_failed))
+            folded = self._summarize(session, plan.outgoing.summary, plan.fold, redact)
+            if folded is None:
+                summary_failed = True
+                continue
+            text, through = folded
             new_row = session.repository.compare_and_set_summary(
-                session.id, row.summary_version, result.text, fold[-1].seq)
+                session.id, row.summary_version, text, through)
             if new_row is None:
                 log.info("session %s: another caller compressed first; re-reading", session.id)
                 lost_races += 1
                 continue
             session._replace_row(new_row)
+            compressed = True
             log.info("session %s: folded %d messages, watermark %d -> %d", session.id,
-                     len(fold), row.summary_watermark, new_row.summary_watermark)
+                     len([m for m in plan.fold if m.seq <= through]), row.summary_watermark,
+                     new_row.summary_watermark)
             self._after_compress(session)
-            return self._render(system_text, self._model_text(session, result.text, redact),
-                                replay[len(fold):])
+
+    def _info(self, session: ChatSession, plan: HistoryPlan, format: str, *,
+              compressed: bool, summary_failed: bool) -> HistoryInfo:
+        reason = plan.over_budget_reason
+        if reason is not None:
+            if summary_failed:
+                reason = f"{reason} (the summariser failed; the previous summary was kept)"
+            log.warning("session %s: history over budget: %s", session.id, reason)
+        return HistoryInfo(plan.tokens, self.config.max_history_tokens, compressed,
+                           summary_failed, reason, plan.clipped, format)
+
+    def _pinned_before(self, session: ChatSession, watermark: int) -> list[Message]:
+        if watermark <= 0:
+            return []
+        return session.repository.read_system_messages(session.id, through_seq=watermark)
 
     def _filter(self, session: ChatSession) -> Callable[[str], str]:
         return self.outbound_filter.for_session(session) if self.outbound_filter else _identity
@@ -149,59 +209,57 @@ class HistoryCompressor:
             return text
         return redact(self.outbound_filter.restore(session, text))
 
-    @staticmethod
-    def _replay(session: ChatSession, watermark: int,
-                redact: Callable[[str], str]) -> list[tuple[Message, str]]:
-        """Replayable messages after ``watermark`` with their outgoing (redacted) text."""
-        return [(m, redact(text)) for m in session.messages_after(watermark)
-                if (text := m.replay_text) is not None]
+    # -- folding -------------------------------------------------------------------------
 
-    # -- steps ---------------------------------------------------------------------------
-
-    def cost(self, system_text: str, summary: str | None,
-             replay: Sequence[tuple[Message, str]]) -> int:
-        """Tokens the rendered history would cost."""
-        total = self.counter.count(system_text) if system_text else 0
-        if summary:
-            total += self.counter.count(SUMMARY_HEADER + summary)
-        return total + sum(self.counter.count(text) for _, text in replay)
-
-    def _choose_fold(self, system_text: str, summary: str | None,
-                     replay: Sequence[tuple[Message, str]]) -> list[Message]:
-        cfg = self.config
-        if self.cost(system_text, summary, replay) <= cfg.max_history_tokens:
-            return []
-        foldable = replay[: max(0, len(replay) - cfg.recent_messages_min)]
-        # After folding, the summary is at most summary_max_tokens long.
-        fixed = self.counter.count(system_text) + cfg.summary_max_tokens
-        remaining = sum(self.counter.count(text) for _, text in replay)
-        target = cfg.compress_target * cfg.max_history_tokens
-        fold: list[Message] = []
-        for message, text in foldable:
-            if fold and fixed + remaining <= target:
-                break
-            fold.append(message)
-            remaining -= self.counter.count(text)
-        return fold
+    def _chunks(self, fold: Sequence[Message],
+                redact: Callable[[str], str]) -> list[list[Message]]:
+        """The fold as the summariser will read it: text clipped so one message fits a call,
+        redacted, and split into chunks that each fit ``summary_input_max_tokens``."""
+        room = (self.config.summary_input_max_tokens - self.config.summary_limit
+                - SUMMARY_PROMPT_RESERVE)
+        cap = min(self.config.max_message_tokens, room)
+        chunks: list[list[Message]] = [[]]
+        used = 0
+        for message in fold:
+            text = redact(clip(message.replay_text or "", cap, self.counter)[0])
+            cost = self.counter.count(text) + 4
+            if chunks[-1] and used + cost > room:
+                chunks.append([])
+                used = 0
+            chunks[-1].append(dataclasses.replace(message, content=text, tool_calls=(),
+                                                  native={}))
+            used += cost
+        return chunks
 
     def _summarize(self, session: ChatSession, previous: str | None, fold: Sequence[Message],
-                   redact: Callable[[str], str]) -> SummaryResult | None:
-        outbound = [dataclasses.replace(m, content=redact(m.content or "")) for m in fold]
-        try:
-            result = self.summarizer.summarize(previous, outbound, self.config.language)
-            if not isinstance(result, SummaryResult) or not result.text.strip():
-                raise ValueError("the summariser returned no text")
-        except Exception as exc:  # never raise to the caller: replay instead
-            log.warning("session %s: summariser failed (%s: %s); keeping the previous summary "
-                        "and replaying everything after seq %d", session.id,
-                        type(exc).__name__, exc, session.row.summary_watermark)
-            return None
-        if result.usage is not None:
+                   redact: Callable[[str], str]) -> tuple[str, int] | None:
+        """Fold ``fold`` chunk by chunk; returns the new summary and the seq it covers, or
+        ``None`` when the first chunk failed. A later chunk's failure keeps what the earlier
+        ones folded (the watermark stops there), so progress is never thrown away."""
+        summary, through = previous, 0
+        limit = self.config.summary_limit
+        for chunk in self._chunks(fold, redact):
             try:
-                session.record_usage("summary", result.usage, result.model)
-            except Exception:
-                log.exception("session %s: could not record summariser usage", session.id)
-        return result
+                result = self.summarizer.summarize(summary, chunk, self.config.language)
+                if not isinstance(result, SummaryResult) or not result.text.strip():
+                    raise ValueError("the summariser returned no text")
+            except Exception as exc:  # never raise to the caller: replay instead
+                log.warning("session %s: summariser failed (%s: %s); keeping the previous "
+                            "summary and replaying everything after seq %d", session.id,
+                            type(exc).__name__, exc, through or session.row.summary_watermark)
+                break
+            self._bill(session, result)
+            # A summary over its limit is shortened, so the budget the fold planned holds.
+            summary, through = clip(result.text.strip(), limit, self.counter)[0], chunk[-1].seq
+        return None if through == 0 or summary is None else (summary, through)
+
+    def _bill(self, session: ChatSession, result: SummaryResult) -> None:
+        if result.usage is None:
+            return
+        try:
+            session.record_usage("summary", result.usage, result.model)
+        except Exception:
+            log.exception("session %s: could not record summariser usage", session.id)
 
     def _after_compress(self, session: ChatSession) -> None:
         for hook in self.on_compress:
@@ -218,15 +276,6 @@ class HistoryCompressor:
             log.exception("session %s: memory recall failed; building history without it",
                           session.id)
             return None
-
-    @staticmethod
-    def _render(system_text: str, summary: str | None,
-                replay: Sequence[tuple[Message, str]]) -> list[dict[str, str]]:
-        out = [{"role": "system", "content": system_text}] if system_text else []
-        if summary:
-            out.append({"role": "system", "content": SUMMARY_HEADER + summary})
-        out.extend({"role": m.role.value, "content": text} for m, text in replay)
-        return out
 
 
 def _with_memories(system_prompt: str, memories: Sequence[str] | None) -> str:

@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol, runtime_checkable
 
+from chatkeep.errors import ConfigError
+
 log = logging.getLogger("chatkeep.jobs")
 
 JobHandler = Callable[[str], Any]
@@ -104,11 +106,12 @@ class ThreadPoolDispatcher(_Bound):
 
 
 def make_dispatcher(kind: str | Dispatcher | None) -> Dispatcher:
-    """``"inline"`` (default), ``"thread"``, or a ready ``Dispatcher``."""
-    if kind is None or kind == "inline":
-        return InlineDispatcher()
-    if kind == "thread":
+    """``"thread"`` (the default: the caller's turn never waits for memory work),
+    ``"inline"`` (tests and scripts), or a ready ``Dispatcher`` (Celery)."""
+    if kind is None or kind == "thread":
         return ThreadPoolDispatcher()
+    if kind == "inline":
+        return InlineDispatcher()
     if isinstance(kind, Dispatcher):
         return kind
-    raise ValueError(f"unknown dispatcher {kind!r} (use 'inline', 'thread' or a Dispatcher)")
+    raise ConfigError(f"unknown dispatcher {kind!r} (use 'thread', 'inline' or a Dispatcher)")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from chatkeep.errors import ConfigError
 from chatkeep.messages import Usage
 
 
@@ -30,12 +32,35 @@ class ChatModel(Protocol):
 
 
 def as_chat_model(client: Any) -> ChatModel:
-    """Accept a ``ChatModel`` or an ``openai.OpenAI``-style client and return a ``ChatModel``."""
+    """Accept a ``ChatModel`` or an ``openai.OpenAI``-style client and return a ``ChatModel``.
+
+    An async client (``openai.AsyncOpenAI``, ``anthropic.AsyncAnthropic``) is refused here,
+    at construction, with a ``ConfigError``: its calls return coroutines the sync API
+    cannot await, which would otherwise fail on every compression.
+    """
+    if is_async_client(client):
+        raise ConfigError(
+            f"{type(client).__name__} is an async client, and this is the sync API: pass "
+            "the sync client (openai.OpenAI) here")
     if isinstance(client, ChatModel):
         return client
     if hasattr(client, "chat") and hasattr(client.chat, "completions"):
         from chatkeep.llm.openai_client import OpenAIChatModel
 
         return OpenAIChatModel(client)
-    raise TypeError(
+    raise ConfigError(
         f"expected a chatkeep ChatModel or an OpenAI client, got {type(client).__name__}")
+
+
+def is_async_client(client: Any) -> bool:
+    """Whether ``client`` is an async SDK client or an async ``ChatModel`` (its calls return
+    coroutines)."""
+    if type(client).__name__.startswith("Async"):
+        return True
+    for path in (("complete",), ("chat", "completions", "create"), ("messages", "create")):
+        target: Any = client
+        for attr in path:
+            target = getattr(target, attr, None)
+        if target is not None:
+            return inspect.iscoroutinefunction(target)
+    return False

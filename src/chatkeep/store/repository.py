@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Engine, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from chatkeep.errors import InvalidMessage, SessionClosed, SessionNotFound, StoreError
-from chatkeep.messages import Message, Role, ToolCall, Usage
+from chatkeep.messages import Message, MessageDraft, Role, ToolCall, Usage
 from chatkeep.refs import Ref
 from chatkeep.store.connections import reading, transaction
 from chatkeep.store.schema import (
@@ -132,7 +132,7 @@ def _row_to_message(row: Any) -> Message:
         session_id=m["session_id"], seq=int(m["seq"]), role=Role(m["role"]),
         content=m["content"], tool_calls=calls, tool_call_id=m["tool_call_id"],
         name=m["name"], tokens=m["tokens"], created_at=as_utc(m["created_at"]),
-        metadata=dict(m["metadata"] or {}),
+        metadata=dict(m["metadata"] or {}), native=dict(m["native"] or {}),
     )
 
 
@@ -140,7 +140,7 @@ _MESSAGE_COLUMNS = [
     chat_messages.c.session_id, chat_messages.c.seq, chat_messages.c.role,
     chat_messages.c.content, chat_messages.c.tool_calls, chat_messages.c.tool_call_id,
     chat_messages.c.name, chat_messages.c.tokens, chat_messages.c.created_at,
-    chat_messages.c.metadata,
+    chat_messages.c.metadata, chat_messages.c.native,
 ]
 
 
@@ -244,45 +244,69 @@ class Repository:
                        billed: BilledUsage | None = None) -> tuple[Message, SessionRow]:
         """Append one message (and its tool calls and usage) atomically; returns it and
         the session as it stands after the write."""
+        draft = MessageDraft(role, content, tuple(tool_calls), tool_call_id, name,
+                             metadata=metadata or {})
+        messages, session = self.append_messages(session_id, [(draft, tokens, billed)])
+        return messages[0], session
+
+    def append_messages(
+        self, session_id: str,
+        batch: Sequence[tuple[MessageDraft, int | None, BilledUsage | None]],
+    ) -> tuple[list[Message], SessionRow]:
+        """Append a batch of messages in one transaction: all of them, with consecutive
+        ``seq`` values, their tool calls and their usage, or none (a tool result may answer
+        a call made earlier in the same batch). Returns them and the session row after."""
+        if not batch:
+            raise InvalidMessage("nothing to append: the batch is empty")
         now = self.clock()
-        billed_tokens = billed.usage.total_tokens if billed else 0
+        billed_tokens = sum(b.usage.total_tokens for _, _, b in batch if b is not None)
+        messages: list[Message] = []
         try:
             with self.transaction() as conn:
-                session = self._claim_seq(conn, session_id, now, billed_tokens)
-                seq = session.last_seq
-                if role is Role.TOOL:
-                    self._answer_tool_call(conn, session_id, tool_call_id, seq)
-                conn.execute(insert(chat_messages).values(
-                    session_id=session_id, seq=seq, role=role.value, content=content,
-                    tool_calls=[c.to_openai() for c in tool_calls] or None,
-                    tool_call_id=tool_call_id, name=name, tokens=tokens, created_at=now,
-                    metadata=metadata or {},
-                ))
-                if tool_calls:
-                    conn.execute(insert(chat_tool_calls), [
-                        {"session_id": session_id, "call_id": c.id, "call_seq": seq,
-                         "name": c.name, "result_seq": None} for c in tool_calls
-                    ])
-                if billed:
-                    self._insert_usage(conn, session, billed, now)
+                session = self._claim_seq(conn, session_id, now, billed_tokens, len(batch))
+                first = session.last_seq - len(batch) + 1
+                for offset, (draft, tokens, billed) in enumerate(batch):
+                    message = Message(
+                        session_id, first + offset, draft.role, draft.content,
+                        draft.tool_calls, draft.tool_call_id, draft.name, tokens, now,
+                        dict(draft.metadata), dict(draft.native))
+                    self._insert_message(conn, message)
+                    if billed:
+                        self._insert_usage(conn, session, billed, now)
+                    messages.append(message)
         except IntegrityError as exc:
-            if tool_calls and "tool_calls" in str(exc.orig):
+            calls = [c.id for d, _, _ in batch for c in d.tool_calls]
+            if calls and "tool_calls" in str(exc.orig):
                 raise InvalidMessage(
-                    f"a tool call id in {[c.id for c in tool_calls]} is already used "
-                    "in this session") from None
+                    f"a tool call id in {calls} is already used in this session") from None
             raise StoreError(f"could not append message: {exc.orig}") from exc
-        message = Message(session_id, seq, role, content, tuple(tool_calls), tool_call_id,
-                          name, tokens, now, metadata or {})
-        return message, session
+        return messages, session
+
+    def _insert_message(self, conn: Connection, message: Message) -> None:
+        if message.role is Role.TOOL:
+            self._answer_tool_call(conn, message.session_id, message.tool_call_id, message.seq)
+        conn.execute(insert(chat_messages).values(
+            session_id=message.session_id, seq=message.seq, role=message.role.value,
+            content=message.content,
+            tool_calls=[c.to_openai() for c in message.tool_calls] or None,
+            tool_call_id=message.tool_call_id, name=message.name, tokens=message.tokens,
+            created_at=message.created_at, metadata=dict(message.metadata),
+            native=dict(message.native) or None,
+        ))
+        if message.tool_calls:
+            conn.execute(insert(chat_tool_calls), [
+                {"session_id": message.session_id, "call_id": c.id, "call_seq": message.seq,
+                 "name": c.name, "result_seq": None} for c in message.tool_calls
+            ])
 
     def _claim_seq(self, conn: Connection, session_id: str, now: datetime,
-                   billed_tokens: int) -> SessionRow:
-        """Take the next ``seq`` (the row lock orders concurrent appenders); returns the
-        session row as the update left it."""
+                   billed_tokens: int, count: int = 1) -> SessionRow:
+        """Take the next ``count`` seq values (the row lock orders concurrent appenders);
+        returns the session row as the update left it (``last_seq`` = the last one taken)."""
         row = conn.execute(
             update(chat_sessions)
             .where(chat_sessions.c.id == session_id, chat_sessions.c.closed_at.is_(None))
-            .values(last_seq=chat_sessions.c.last_seq + 1, last_message_at=now,
+            .values(last_seq=chat_sessions.c.last_seq + count, last_message_at=now,
                     total_tokens=chat_sessions.c.total_tokens + billed_tokens)
             .returning(chat_sessions)
         ).first()
@@ -326,6 +350,15 @@ class Repository:
         query = query.order_by(chat_messages.c.seq)
         if limit is not None:
             query = query.limit(limit)
+        with self.reading() as conn:
+            return [_row_to_message(r) for r in conn.execute(query)]
+
+    def read_system_messages(self, session_id: str, *, through_seq: int) -> list[Message]:
+        """A session's system messages with ``seq <= through_seq``, in order (served by a
+        partial index: cost follows the number of system messages, not the session)."""
+        query = select(*_MESSAGE_COLUMNS).where(
+            chat_messages.c.session_id == session_id, chat_messages.c.role == "system",
+            chat_messages.c.seq <= through_seq).order_by(chat_messages.c.seq)
         with self.reading() as conn:
             return [_row_to_message(r) for r in conn.execute(query)]
 

@@ -61,6 +61,7 @@ def _ref_columns(prefix: str, nullable: bool) -> list[Column[object]]:
 
 
 UNDISTILLED = "last_seq > distilled_through"
+SYSTEM_ROLE = "role = 'system'"
 
 def ref_values(prefix: str, ref: Ref | None) -> dict[str, Any]:
     """Column values for a reference stored as ``<prefix>_type/_id/_id_int``."""
@@ -120,7 +121,13 @@ chat_messages = Table(
     Column("tokens", Integer, nullable=True),
     Column("created_at", TS, nullable=False),
     Column("metadata", JSON, nullable=False, default=dict),
+    # Provider payloads replayed verbatim (reasoning items, signed thinking blocks).
+    Column("native", JSON, nullable=True),
     UniqueConstraint("session_id", "seq", name="uq_chat_messages_session_seq"),
+    # Pinned instructions: build_history reads a session's system messages below the
+    # summary watermark without walking its whole history.
+    Index("ix_chat_messages_system", "session_id", "seq",
+          sqlite_where=text(SYSTEM_ROLE), postgresql_where=text(SYSTEM_ROLE)),
 )
 
 # One row per assistant tool call: lets a tool result be checked against its call

@@ -1,0 +1,191 @@
+"""What every wire format shares: the outgoing history value, the result type, the protocol.
+
+The history planner (:mod:`chatkeep.history.plan`) decides *what* goes out, in the
+internal model; a wire format only decides *how it is spelled*. Each format module
+(``openai_chat``, ``openai_responses``, ``anthropic_messages``) converts to and from
+the internal model, never wire to wire, so N formats need 2N converters.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from chatkeep.errors import InvalidMessage
+from chatkeep.messages import AssistantTurn, Message, MessageDraft
+
+T = TypeVar("T")
+
+SUMMARY_HEADER = "Summary of the earlier conversation:\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """The history to send, already budgeted, clipped and redacted, in the internal model.
+
+    ``messages`` holds the replay of closed turns (user and assistant text only) followed
+    by the open turn verbatim (assistant tool calls, every tool result, native payloads).
+    """
+
+    system: str
+    pinned: tuple[str, ...] = ()
+    summary: str | None = None
+    messages: tuple[Message, ...] = ()
+
+    def system_texts(self) -> list[str]:
+        """System prompt, pinned instructions and the summary, in the order they go out."""
+        texts = [self.system] if self.system else []
+        texts.extend(self.pinned)
+        if self.summary:
+            texts.append(SUMMARY_HEADER + self.summary)
+        return texts
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryInfo:
+    """What ``build_history`` built: its estimate, and whether it fits the budget."""
+
+    tokens: int
+    """Estimated tokens of everything returned (framing and the summary header included)."""
+    budget: int
+    """``chat.max_history_tokens`` at the time of the call."""
+    compressed: bool = False
+    """Whether this call folded messages into the summary."""
+    summary_failed: bool = False
+    """Whether the summariser failed (the previous summary was kept)."""
+    over_budget_reason: str | None = None
+    """Why the history is over budget (``None`` when it fits)."""
+    clipped: int = 0
+    """How many outgoing messages were clipped at ``chat.max_message_tokens``."""
+    format: str = "openai_chat"
+    """The wire format the messages are in."""
+
+    @property
+    def over_budget(self) -> bool:
+        """Whether ``tokens`` exceeds ``budget``."""
+        return self.tokens > self.budget
+
+
+class History(list[T]):
+    """The messages to send next (a plain list of the format's message dicts), plus what
+    chatkeep knows about them: ``tokens``, ``over_budget``, ``compressed`` (see ``info``)."""
+
+    def __init__(self, items: Sequence[T] = (), info: HistoryInfo | None = None) -> None:
+        super().__init__(items)
+        self.info = info or HistoryInfo(tokens=0, budget=0)
+
+    @property
+    def messages(self) -> list[T]:
+        """The messages as a plain list (the history itself is that list, too)."""
+        return list(self)
+
+    @property
+    def tokens(self) -> int:
+        """Estimated tokens of these messages."""
+        return self.info.tokens
+
+    @property
+    def over_budget(self) -> bool:
+        """Whether the estimate exceeds ``chat.max_history_tokens``."""
+        return self.info.over_budget
+
+    @property
+    def over_budget_reason(self) -> str | None:
+        """Why it is over budget, for logs and dashboards."""
+        return self.info.over_budget_reason
+
+    @property
+    def compressed(self) -> bool:
+        """Whether this call folded older turns into the summary."""
+        return self.info.compressed
+
+
+class WireFormat(Protocol):
+    """One provider wire format: every format module has these four names."""
+
+    NAME: str
+
+    def to_wire(self, outgoing: Outgoing, info: HistoryInfo) -> History[Any]:
+        """Spell the outgoing history in this format."""
+        ...
+
+    def from_wire(self, payload: Any) -> list[MessageDraft]:
+        """Read request-side messages/items of this format into drafts to record."""
+        ...
+
+    def read_response(self, response: Any) -> AssistantTurn:
+        """Read one model response of this format."""
+        ...
+
+    def recognises(self, data: Mapping[str, Any]) -> bool:
+        """Whether a response (as a dict) is of this format."""
+        ...
+
+
+def text_of(content: Any, what: str, text_types: tuple[str, ...]) -> str | None:
+    """The text of ``content``: a string, ``None``, or a list of content parts whose
+    types are all in ``text_types`` (joined). Other parts (images, audio, files) are refused:
+    chatkeep stores text, and a part it cannot store must not vanish silently."""
+    if content is None or isinstance(content, str):
+        return content
+    if not isinstance(content, Sequence):
+        raise InvalidMessage(f"{what}: content must be a string or a list of parts, "
+                             f"got {type(content).__name__}")
+    texts: list[str] = []
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+            continue
+        if not isinstance(part, Mapping):
+            raise InvalidMessage(f"{what}: a content part must be an object")
+        kind = part.get("type")
+        if kind not in text_types:
+            raise InvalidMessage(f"{what}: content part of type {kind!r} cannot be stored "
+                                 f"(chatkeep stores text: {', '.join(text_types)})")
+        text = part.get("text")
+        if not isinstance(text, str):
+            raise InvalidMessage(f"{what}: a {kind} part needs its text")
+        texts.append(text)
+    return "".join(texts)
+
+
+def arguments_text(value: Any, what: str) -> str:
+    """Tool-call arguments as the JSON text chatkeep stores (objects are serialised)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return json.dumps(value, ensure_ascii=False)
+    raise InvalidMessage(f"{what}: arguments must be a JSON string or an object")
+
+
+def arguments_object(arguments: str) -> dict[str, Any]:
+    """Stored arguments as an object (Anthropic's ``input``); text that is not a JSON
+    object is kept whole under ``"arguments"`` rather than dropped."""
+    try:
+        value = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        return {"arguments": arguments}
+    return value if isinstance(value, dict) else {"arguments": value}
+
+
+def require_mapping(value: Any, what: str) -> Mapping[str, Any]:
+    """``value`` as a mapping, or ``InvalidMessage`` naming ``what``."""
+    if not isinstance(value, Mapping):
+        raise InvalidMessage(f"{what} must be an object, got {type(value).__name__}")
+    return value
+
+
+def require_list(value: Any, what: str) -> Sequence[Any]:
+    """``value`` as a list (not a string), or ``InvalidMessage`` naming ``what``."""
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise InvalidMessage(f"{what} must be a list, got {type(value).__name__}")
+    return value
+
+
+def require_text(value: Any, what: str) -> str:
+    """A non-empty string, or ``InvalidMessage`` naming ``what``."""
+    if not isinstance(value, str) or not value:
+        raise InvalidMessage(f"{what} must be a non-empty string")
+    return value

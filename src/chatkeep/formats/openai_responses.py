@@ -1,0 +1,198 @@
+"""OpenAI Responses API: ``input=[...]`` items out, a ``Response`` in.
+
+A response's output is a list of items (``reasoning``, ``message``, ``function_call``);
+chatkeep records it as one assistant message: its text, its calls, and the reasoning
+items verbatim (with ``encrypted_content``) so the open turn can hand them back
+unmodified, which reasoning models need to continue a tool-calling turn.
+The Agents SDK's session items are this format too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from openai.types.responses import ResponseInputItemParam
+
+from chatkeep.errors import InvalidMessage
+from chatkeep.formats.base import (
+    History,
+    HistoryInfo,
+    Outgoing,
+    arguments_text,
+    require_list,
+    require_mapping,
+    require_text,
+    text_of,
+)
+from chatkeep.messages import AssistantTurn, Message, MessageDraft, Role, ToolCall, Usage, as_dict
+
+NAME = "openai_responses"
+_TEXT_PARTS = ("input_text", "output_text", "text")
+_ROLES = {"user": Role.USER, "system": Role.SYSTEM, "developer": Role.SYSTEM,
+          "assistant": Role.ASSISTANT}
+
+ResponsesHistory = History[ResponseInputItemParam]
+
+
+def to_wire(outgoing: Outgoing, info: HistoryInfo) -> ResponsesHistory:
+    """Input items: system texts as ``system`` messages, then the messages; the open turn
+    as reasoning items (verbatim), ``function_call`` and ``function_call_output`` items."""
+    items: list[dict[str, Any]] = [{"role": "system", "content": t}
+                                   for t in outgoing.system_texts()]
+    for message in outgoing.messages:
+        items.extend(message_to_items(message))
+    return History(cast(list[ResponseInputItemParam], items), info)
+
+
+def message_to_items(message: Message) -> list[dict[str, Any]]:
+    """One internal message as Responses input items (an assistant turn may be several)."""
+    if message.role is Role.TOOL:
+        return [{"type": "function_call_output", "call_id": message.tool_call_id,
+                 "output": message.content or ""}]
+    native = message.native.get(NAME) or {}
+    items: list[dict[str, Any]] = [dict(r) for r in native.get("reasoning") or []]
+    if message.content:
+        items.append({"role": message.role.value, "content": message.content})
+    item_ids = native.get("call_item_ids") or {}
+    for call in message.tool_calls:
+        item: dict[str, Any] = {"type": "function_call", "call_id": call.id,
+                                "name": call.name, "arguments": call.arguments}
+        if call.id in item_ids:
+            item["id"] = item_ids[call.id]
+        items.append(item)
+    return items
+
+
+def recognises(data: Mapping[str, Any]) -> bool:
+    """A Responses API ``Response``."""
+    return data.get("object") == "response"
+
+
+def read_response(response: Any) -> AssistantTurn:
+    """A ``Response`` (SDK object or dict): text, calls, reasoning items, usage."""
+    data = as_dict(response)
+    if data.get("object") != "response":
+        raise InvalidMessage("not a Responses API response (object != 'response')")
+    turn = _AssistantItems()
+    for index, raw in enumerate(require_list(data.get("output") or [], "response output")):
+        item = require_mapping(raw, f"output item {index}")
+        if item.get("type") == "message" and item.get("role", "assistant") != "assistant":
+            raise InvalidMessage(f"output item {index}: a {item.get('role')!r} message")
+        turn.add(item, f"output item {index}")
+    if turn.empty:
+        raise InvalidMessage("the response has no output to record")
+    usage = None
+    if data.get("usage"):
+        raw_usage = require_mapping(data["usage"], "usage")
+        usage = Usage(int(raw_usage.get("input_tokens") or 0),
+                      int(raw_usage.get("output_tokens") or 0))
+    model = data.get("model")
+    draft = turn.draft()
+    return AssistantTurn(draft.content, draft.tool_calls, usage,
+                         model if isinstance(model, str) else None, draft.native)
+
+
+def from_wire(payload: Any) -> list[MessageDraft]:
+    """Input items (or a plain string, one user message) as drafts. Consecutive assistant
+    items (reasoning, message, function calls) become one assistant message."""
+    if isinstance(payload, str):
+        return [MessageDraft(Role.USER, payload)]
+    drafts: list[MessageDraft] = []
+    turn = _AssistantItems()
+    for index, raw in enumerate(require_list(payload, "input items")):
+        what = f"item {index}"
+        item = as_dict(raw, what)
+        kind = item.get("type", "message" if "role" in item else None)
+        role = item.get("role")
+        if kind in ("reasoning", "function_call") or (kind == "message" and role == "assistant"):
+            if turn.closes_before(item):
+                drafts.append(turn.draft())
+                turn = _AssistantItems()
+            turn.add(item, what)
+            continue
+        if not turn.empty:
+            drafts.append(turn.draft())
+            turn = _AssistantItems()
+        if kind == "message":
+            mapped = _ROLES.get(str(role))
+            if mapped is None:
+                raise InvalidMessage(f"{what}: unknown role {role!r}")
+            drafts.append(MessageDraft(mapped, text_of(item.get("content"), what, _TEXT_PARTS)))
+        elif kind == "function_call_output":
+            output = item.get("output")
+            text = text_of(output, what, _TEXT_PARTS) if not isinstance(output, str) else output
+            drafts.append(MessageDraft(Role.TOOL, text if text is not None else "",
+                                       tool_call_id=require_text(item.get("call_id"),
+                                                                 f"{what} call_id")))
+        else:
+            raise InvalidMessage(f"{what}: unknown or unsupported item type {kind!r}")
+    if not turn.empty:
+        drafts.append(turn.draft())
+    return drafts
+
+
+@dataclass
+class _AssistantItems:
+    """Collects the items of one assistant output into one message."""
+
+    texts: list[str] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+    reasoning: list[dict[str, Any]] = field(default_factory=list)
+    item_ids: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.texts or self.calls or self.reasoning)
+
+    def closes_before(self, item: Mapping[str, Any]) -> bool:
+        """A new reasoning item or message after calls starts the next assistant output."""
+        return (bool(self.calls or self.texts) and item.get("type") == "reasoning") or (
+            bool(self.calls) and item.get("type", "message") == "message")
+
+    def add(self, item: Mapping[str, Any], what: str) -> None:
+        kind = item.get("type", "message")
+        if kind == "reasoning":
+            require_text(item.get("id"), f"{what} id")
+            self.reasoning.append(dict(item))
+        elif kind == "message":
+            text = (_refusal_text(item) if _has_refusal(item)
+                    else text_of(item.get("content"), what, _TEXT_PARTS))
+            if text:
+                self.texts.append(text)
+        elif kind == "function_call":
+            call_id = require_text(item.get("call_id"), f"{what} call_id")
+            self.calls.append(ToolCall(call_id, require_text(item.get("name"), f"{what} name"),
+                                       arguments_text(item.get("arguments", "{}"), what)))
+            if isinstance(item.get("id"), str):
+                self.item_ids[call_id] = item["id"]
+        else:
+            raise InvalidMessage(f"{what}: unknown or unsupported item type {kind!r}")
+
+    def draft(self) -> MessageDraft:
+        if not (self.texts or self.calls):
+            raise InvalidMessage("reasoning items must come with the assistant output they "
+                                 "belong to (a message or a function call)")
+        native: dict[str, Any] = {}
+        if self.reasoning:
+            native["reasoning"] = self.reasoning
+        if self.item_ids:
+            native["call_item_ids"] = self.item_ids
+        return MessageDraft(Role.ASSISTANT, "".join(self.texts) or None, tuple(self.calls),
+                            native={NAME: native} if native else {})
+
+
+def _has_refusal(item: Mapping[str, Any]) -> bool:
+    content = item.get("content")
+    return isinstance(content, list) and any(
+        isinstance(p, Mapping) and p.get("type") == "refusal" for p in content)
+
+
+def _refusal_text(item: Mapping[str, Any]) -> str:
+    parts = []
+    for part in item.get("content") or []:
+        part = require_mapping(part, "content part")
+        parts.append(str(part.get("refusal") if part.get("type") == "refusal"
+                         else part.get("text") or ""))
+    return "".join(parts)

@@ -1,0 +1,46 @@
+"""Clip one oversized text head and tail, with a visible marker, to a token cap.
+
+Used on the outgoing copy only (a stored message is never edited): one 5M-token paste
+or tool result must not block a session, and the model should see that something
+was cut and roughly how much.
+"""
+
+from __future__ import annotations
+
+from chatkeep.tokens import TokenCounter
+
+MARKER = "\n[... {tokens} tokens clipped by chatkeep ...]\n"
+_SNAP_CHARS = 80  # how far to look for whitespace so words are not cut in half
+
+
+def clip(text: str, max_tokens: int, counter: TokenCounter) -> tuple[str, bool]:
+    """``text`` itself when it fits ``max_tokens``, else its head and tail around a marker
+    saying how many tokens were left out; the flag tells whether it was clipped."""
+    total = counter.count(text)
+    if total <= max_tokens:
+        return text, False
+    chars_per_token = max(1.0, len(text) / max(1, total))
+    keep = int(max_tokens * chars_per_token) - len(MARKER.format(tokens=total))
+    for _ in range(8):  # shrink until the pluggable counter agrees
+        if keep <= 0:
+            break
+        head_end = _snap(text, keep * 2 // 3, forward=False)
+        tail_start = _snap(text, len(text) - (keep - head_end), forward=True)
+        clipped = text[:head_end].rstrip() + MARKER.format(
+            tokens=counter.count(text[head_end:tail_start])) + text[tail_start:].lstrip()
+        if counter.count(clipped) <= max_tokens:
+            return clipped, True
+        keep = int(keep * 0.9)
+    marker = MARKER.format(tokens=total).strip()
+    return (marker if counter.count(marker) <= max_tokens else ""), True
+
+
+def _snap(text: str, index: int, *, forward: bool) -> int:
+    """Move ``index`` to a nearby whitespace boundary (within ``_SNAP_CHARS``)."""
+    index = max(0, min(len(text), index))
+    window = (text[index:index + _SNAP_CHARS] if forward
+              else text[max(0, index - _SNAP_CHARS):index])
+    spaces = [i for i, ch in enumerate(window) if ch.isspace()]
+    if not spaces:
+        return index
+    return index + spaces[0] if forward else index - (len(window) - spaces[-1])

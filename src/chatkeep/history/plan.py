@@ -1,0 +1,171 @@
+"""``plan_history``: what the next request holds and what, if anything, to fold. No I/O.
+
+From the session's unsummarised messages, its pinned instructions, the outgoing
+summary and the budget, the planner says what replays (already clipped and
+redacted), what the estimate is, whether it is over budget and why, and which
+oldest replayable messages to fold into the summary. The compressor (and, later,
+its async twin) only reads, calls the summariser and writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from chatkeep.config import ChatConfig
+from chatkeep.formats.base import SUMMARY_HEADER, Outgoing
+from chatkeep.history.clip import clip
+from chatkeep.history.turns import open_turn, split_turns
+from chatkeep.messages import Message, ToolCall
+from chatkeep.tokens import TokenCounter
+
+#: Tokens a message's framing costs beyond its text (role, separators), as providers bill.
+MESSAGE_OVERHEAD = 4
+#: Tokens a tool call's framing costs beyond its id, name and arguments.
+CALL_OVERHEAD = 4
+
+Redact = Callable[[str], str]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPlan:
+    """The planner's verdict for one ``build_history`` call."""
+
+    outgoing: Outgoing
+    """What goes out if nothing is folded."""
+    tokens: int
+    """Estimate of ``outgoing`` (framing and summary header included)."""
+    fold: tuple[Message, ...] = ()
+    """The oldest replayable messages to fold into the summary (empty = none)."""
+    over_budget_reason: str | None = None
+    """Why ``outgoing`` is over budget, when it is."""
+    clipped: int = 0
+    """How many outgoing messages were clipped at ``chat.max_message_tokens``."""
+
+
+def plan_history(*, system_text: str, pinned_before: Sequence[Message], summary: str | None,
+                 messages: Sequence[Message], config: ChatConfig, counter: TokenCounter,
+                 redact: Redact, format: str, allow_fold: bool = True) -> HistoryPlan:
+    """Decide the next history. ``system_text`` and ``summary`` are already in outgoing form;
+    ``pinned_before`` are the system messages at or below the watermark, ``messages`` the
+    ones after it. Raises ``IncompleteToolTurn`` when the open turn waits for a result."""
+    split = split_turns(messages)
+    outbound = _Outbound(config, counter, redact)
+    pinned = tuple(outbound.text(m.content or "") for m in (*pinned_before, *split.pinned))
+    live = open_turn(split.current) if split.open else ()
+    replayable = [m for m in (*split.closed, *(() if split.open else split.current))
+                  if m.replay_text is not None]
+    replay = [outbound.replayed(m) for m in replayable]
+    opened = [outbound.verbatim(m) for m in live]
+    outgoing = Outgoing(system_text, pinned, summary, (*replay, *opened))
+
+    fixed = sum(_text_cost(t, counter) for t in outgoing.system_texts())
+    costs = [message_cost(m, counter, format) for m in replay]
+    open_cost = sum(message_cost(m, counter, format) for m in opened)
+    total = fixed + sum(costs) + open_cost
+    budget = config.max_history_tokens
+    plan = HistoryPlan(outgoing, total, clipped=outbound.clipped)
+    if total <= budget:
+        return plan
+
+    # The protected tail: the last recent_messages_min replayable messages, the pending
+    # user message of the current turn (never folded, whatever the setting), the open turn.
+    pending = 0 if split.open else len([m for m in split.current if m.replay_text])
+    protect = min(len(replay), max(config.recent_messages_min, pending))
+    foldable = len(replay) - protect
+    summary_after = _text_cost(SUMMARY_HEADER + "x" * 4 * config.summary_limit, counter)
+    fixed_after = fixed - (_text_cost(SUMMARY_HEADER + summary, counter) if summary else 0) \
+        + summary_after
+    floor = fixed_after + sum(costs[foldable:]) + open_cost
+    target = config.compress_target * budget
+    if foldable == 0:
+        return dataclasses.replace(plan, over_budget_reason=(
+            f"{total} tokens over the budget of {budget}, and nothing can be folded: the "
+            f"system prompt, pinned instructions, summary and the protected tail (the last "
+            f"{protect} messages and the open turn) need that much"))
+    foldable_cost = sum(costs[:foldable])
+    if floor > target and foldable_cost < (1 - config.compress_target) * budget:
+        # The tail alone cannot reach the target: fold in batches of the usual size
+        # instead of calling the summariser for every new turn.
+        return dataclasses.replace(plan, over_budget_reason=(
+            f"{total} tokens over the budget of {budget}: the protected tail and fixed parts "
+            f"need {floor} tokens; folding waits until {foldable_cost} foldable tokens grow to "
+            f"a batch of {int((1 - config.compress_target) * budget)}"))
+    reason = f"{total} tokens over the budget of {budget}"
+    if not allow_fold:
+        return dataclasses.replace(plan, over_budget_reason=reason)
+    remaining = sum(costs)
+    fold: list[Message] = []
+    for message, cost in zip(replayable[:foldable], costs, strict=False):
+        if fold and fixed_after + remaining + open_cost <= target:
+            break
+        fold.append(message)
+        remaining -= cost
+    return dataclasses.replace(plan, fold=tuple(fold), over_budget_reason=reason)
+
+
+def message_cost(message: Message, counter: TokenCounter, format: str) -> int:
+    """Estimated tokens of one outgoing message: framing, text, tool calls, and the native
+    payloads it carries for ``format`` (the only format they are sent to)."""
+    total = MESSAGE_OVERHEAD + counter.count(message.content or "")
+    total += sum(CALL_OVERHEAD + counter.count(c.id + c.name + c.arguments)
+                 for c in message.tool_calls)
+    if message.tool_call_id:
+        total += counter.count(message.tool_call_id)
+    native = message.native.get(format)
+    if native:
+        total += counter.count(json.dumps(native, ensure_ascii=False))
+    return total
+
+
+def _text_cost(text: str, counter: TokenCounter) -> int:
+    return MESSAGE_OVERHEAD + counter.count(text)
+
+
+class _Outbound:
+    """Clips then redacts outgoing text; counts clipped messages."""
+
+    def __init__(self, config: ChatConfig, counter: TokenCounter, redact: Redact) -> None:
+        self.cap = config.max_message_tokens
+        self.counter = counter
+        self.redact = redact
+        self.clipped = 0
+
+    def text(self, text: str) -> str:
+        clipped, cut = clip(text, self.cap, self.counter)
+        self.clipped += cut
+        return self.redact(clipped)
+
+    def replayed(self, message: Message) -> Message:
+        """A closed turn's message: its text alone, no plumbing, no native payloads."""
+        return dataclasses.replace(message, content=self.text(message.replay_text or ""),
+                                   tool_calls=(), native={})
+
+    def verbatim(self, message: Message) -> Message:
+        """An open-turn message: everything, text clipped and redacted, arguments redacted
+        inside their JSON so they stay valid JSON."""
+        content = None if message.content is None else self.text(message.content)
+        calls = tuple(ToolCall(c.id, c.name, self.arguments(c.arguments))
+                      for c in message.tool_calls)
+        return dataclasses.replace(message, content=content, tool_calls=calls)
+
+    def arguments(self, arguments: str) -> str:
+        try:
+            value = json.loads(arguments)
+        except ValueError:
+            return self.redact(arguments)
+        redacted = _redact_strings(value, self.redact)
+        return arguments if redacted == value else json.dumps(redacted, ensure_ascii=False)
+
+
+def _redact_strings(value: Any, redact: Redact) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_redact_strings(v, redact) for v in value]
+    if isinstance(value, dict):
+        return {k: _redact_strings(v, redact) for k, v in value.items()}
+    return value
