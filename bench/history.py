@@ -1,4 +1,4 @@
-"""build_history latency by session length, and append throughput.
+"""build_history latency by session length, by open turn and wire format; append throughput.
 
     python bench/history.py [--db-dir DIR] [--calls 1000] [--postgres URL]
 
@@ -6,7 +6,12 @@ Sessions of 100, 10,000 and 100,000 messages each have a summary in place with
 20 messages after the watermark (what a long-lived session looks like). The
 claim under test: a call costs what follows the watermark, not the session's
 length, so the 100,000-message session should cost no more than 1.5x the
-100-message one. Ratios come from one run on one machine, with the sizes' calls interleaved;
+100-message one.
+
+Agent turns: the same 20-message tail followed by an open turn of 1, 8 and 32 parallel
+tool calls (each answered), rendered in each wire format. The claim: converting to the
+Responses or Anthropic format adds at most 1.3x to the Chat Completions build of the
+same session. Ratios come from one run on one machine, with all cases' calls interleaved;
 absolute times are printed for context only.
 """
 
@@ -21,10 +26,12 @@ from pathlib import Path
 
 from sqlalchemy import insert, update
 
-from chatkeep import Chatkeep, Ref
+from chatkeep import Chatkeep, Ref, ToolCall
 from chatkeep.store.schema import chat_messages, chat_sessions
 
 SIZES = (100, 10_000, 100_000)
+OPEN_CALLS = (0, 1, 8, 32)
+FORMATS = ("openai_chat", "openai_responses", "anthropic_messages")
 TAIL = 20
 SYSTEM = "You are a helpful assistant for a law firm."
 
@@ -63,6 +70,35 @@ def time_builds(keep: Chatkeep, session_ids: dict[int, str], calls: int) -> dict
     return {size: statistics.median(times) for size, times in samples.items()}
 
 
+def seed_open_turn(keep: Chatkeep, calls: int) -> str:
+    """A 100-message session (summary in place) whose last turn is open with ``calls``
+    parallel tool calls, every one answered."""
+    session = keep.sessions.get(seed_session(keep, 100))
+    if calls:
+        session.add_user("Check every matter's deadline, please.")
+        session.add_assistant("Checking them all.", tool_calls=[
+            ToolCall(f"call_{i}", "matter_deadline", f'{{"matter": "M-{i}"}}')
+            for i in range(calls)])
+        for i in range(calls):
+            session.add_tool_result(f"call_{i}", f"M-{i}: hearing on 2027-0{1 + i % 9}-15")
+    return session.id
+
+
+def time_formats(keep: Chatkeep, calls: int) -> dict[tuple[int, str], float]:
+    """Median build_history per (open-turn size, format), all interleaved."""
+    sessions = {n: keep.sessions.get(seed_open_turn(keep, n)) for n in OPEN_CALLS}
+    cases = [(n, fmt) for n in OPEN_CALLS for fmt in FORMATS]
+    for n, fmt in cases * 10:  # warm up
+        keep.compressor.build_history(sessions[n], SYSTEM, format=fmt)  # type: ignore[call-overload]
+    samples: dict[tuple[int, str], list[float]] = {case: [] for case in cases}
+    for _ in range(calls):
+        for n, fmt in cases:
+            start = time.perf_counter()
+            keep.compressor.build_history(sessions[n], SYSTEM, format=fmt)  # type: ignore[call-overload]
+            samples[(n, fmt)].append(time.perf_counter() - start)
+    return {case: statistics.median(times) for case, times in samples.items()}
+
+
 def append_rate(keep: Chatkeep, count: int) -> float:
     session = keep.sessions.create(Ref("organization", 1))
     start = time.perf_counter()
@@ -72,7 +108,8 @@ def append_rate(keep: Chatkeep, count: int) -> float:
 
 
 def run(url: str, label: str, calls: int, appends: int) -> None:
-    keep = Chatkeep(url, config={"memory": {"distil_on_compress": False}})
+    keep = Chatkeep(url, config={"memory": {"distil_on_compress": False}},
+                    dispatcher="inline")
     print(f"\n### {label}\n")
     print("| messages in session | median build_history | ratio to 100 |")
     print("|---:|---:|---:|")
@@ -80,6 +117,19 @@ def run(url: str, label: str, calls: int, appends: int) -> None:
     base = medians[SIZES[0]]
     for size in SIZES:
         print(f"| {size:,} | {medians[size] * 1000:.3f} ms | {medians[size] / base:.2f}x |")
+    formats = time_formats(keep, max(50, calls // 4))
+    print("\n| open turn | " + " | ".join(FORMATS) + " | worst format / openai_chat |")
+    print("|---|" + "---:|" * (len(FORMATS) + 1))
+    for n in OPEN_CALLS:
+        chat = formats[(n, "openai_chat")]
+        cells = [f"{formats[(n, f)] * 1000:.3f} ms ({formats[(n, f)] / chat:.2f}x)"
+                 for f in FORMATS]
+        worst = max(formats[(n, f)] for f in FORMATS) / chat
+        label = f"{n} parallel calls" if n else "none (plain)"
+        print(f"| {label} | " + " | ".join(cells) + f" | {worst:.2f}x |")
+    plain = formats[(0, "openai_chat")]
+    print("\nopen turn cost vs plain (openai_chat): " + ", ".join(
+        f"{n} calls {formats[(n, 'openai_chat')] / plain:.2f}x" for n in OPEN_CALLS[1:]))
     print(f"\nappend throughput: {append_rate(keep, appends):,.0f} messages/s "
           f"({appends} single-message transactions)")
     keep.close()

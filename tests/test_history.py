@@ -263,13 +263,15 @@ def test_build_history_reads_only_after_the_watermark(keep: Chatkeep) -> None:
     watermark = s.summary_watermark
     assert watermark > 0
     seen: list[int] = []
-    original = s.repository.read_messages
+    original = s.repository.read_unsummarised
 
-    def spy(session_id: str, **kwargs: int) -> list[Message]:
-        seen.append(kwargs.get("after_seq", 0))
-        return original(session_id, **kwargs)
+    def spy(session_id: str, after: int) -> tuple[list[Message], list[Message]]:
+        seen.append(after)
+        pinned, messages = original(session_id, after)
+        assert pinned == [] and all(m.seq > after for m in messages)
+        return pinned, messages
 
-    s.repository.read_messages = spy  # type: ignore[method-assign]
+    s.repository.read_unsummarised = spy  # type: ignore[method-assign]
     hc.build_history(s, SYSTEM)
     assert seen == [watermark]
 

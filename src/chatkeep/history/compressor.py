@@ -151,11 +151,13 @@ class HistoryCompressor:
         while True:
             # Re-read first: the switches, summary and watermark may have moved elsewhere.
             redact, row = self._filter(session.refresh()), session.row
+            pinned_before, messages = session.repository.read_unsummarised(
+                session.id, row.summary_watermark)
             plan = plan_history(
                 system_text=redact(_with_memories(system_prompt, memories)),
-                pinned_before=self._pinned_before(session, row.summary_watermark),
+                pinned_before=pinned_before,
                 summary=self._model_text(session, row.summary, redact),
-                messages=session.messages_after(row.summary_watermark), config=self.config,
+                messages=messages, config=self.config,
                 counter=self.counter, redact=redact, format=format,
                 # Fold once per call; after losing several races, replay what is stored.
                 allow_fold=not compressed and not summary_failed
@@ -190,11 +192,6 @@ class HistoryCompressor:
             log.warning("session %s: history over budget: %s", session.id, reason)
         return HistoryInfo(plan.tokens, self.config.max_history_tokens, compressed,
                            summary_failed, reason, plan.clipped, format)
-
-    def _pinned_before(self, session: ChatSession, watermark: int) -> list[Message]:
-        if watermark <= 0:
-            return []
-        return session.repository.read_system_messages(session.id, through_seq=watermark)
 
     def _filter(self, session: ChatSession) -> Callable[[str], str]:
         return self.outbound_filter.for_session(session) if self.outbound_filter else _identity

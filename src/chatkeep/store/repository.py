@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, insert, select, update
+from sqlalchemy import Connection, Engine, func, insert, select, union_all, update
 from sqlalchemy.exc import IntegrityError
 
 from chatkeep.errors import InvalidMessage, SessionClosed, SessionNotFound, StoreError
@@ -353,14 +353,24 @@ class Repository:
         with self.reading() as conn:
             return [_row_to_message(r) for r in conn.execute(query)]
 
-    def read_system_messages(self, session_id: str, *, through_seq: int) -> list[Message]:
-        """A session's system messages with ``seq <= through_seq``, in order (served by a
-        partial index: cost follows the number of system messages, not the session)."""
-        query = select(*_MESSAGE_COLUMNS).where(
-            chat_messages.c.session_id == session_id, chat_messages.c.role == "system",
-            chat_messages.c.seq <= through_seq).order_by(chat_messages.c.seq)
+    def read_unsummarised(self, session_id: str, watermark: int) -> tuple[list[Message],
+                                                                          list[Message]]:
+        """What ``build_history`` reads, in one statement: the system messages at or below
+        ``watermark`` (pinned instructions, served by a partial index) and every message
+        after it (an index range). Cost follows those, not the session's length."""
+        after = select(*_MESSAGE_COLUMNS).where(
+            chat_messages.c.session_id == session_id, chat_messages.c.seq > watermark)
+        if watermark <= 0:
+            query = after.order_by(chat_messages.c.seq)
+        else:
+            pinned = select(*_MESSAGE_COLUMNS).where(
+                chat_messages.c.session_id == session_id, chat_messages.c.role == "system",
+                chat_messages.c.seq <= watermark)
+            query = union_all(pinned, after).order_by("seq")
         with self.reading() as conn:
-            return [_row_to_message(r) for r in conn.execute(query)]
+            messages = [_row_to_message(r) for r in conn.execute(query)]
+        split = next((i for i, m in enumerate(messages) if m.seq > watermark), len(messages))
+        return messages[:split], messages[split:]
 
     # -- usage ---------------------------------------------------------------------------
 
