@@ -7,9 +7,9 @@ import threading
 import openai
 import pytest
 
-from chatkeep import ModelError
+from chatkeep import ConfigError, ModelError
 from chatkeep.config import LLMConfig
-from chatkeep.jobs import InlineDispatcher, ThreadPoolDispatcher, UnknownJob, make_dispatcher
+from chatkeep.jobs import ThreadPoolDispatcher, UnknownJob, make_dispatcher
 from chatkeep.llm import OpenAIChatModel, as_chat_model, model_from_config
 from chatkeep.messages import Usage
 from chatkeep.testing import FakeOpenAIServer, Reply
@@ -42,7 +42,7 @@ def test_model_from_config_is_offline_without_an_endpoint(llm_server: FakeOpenAI
     model = model_from_config(LLMConfig(base_url=llm_server.base_url), environ={})
     assert model is not None
     assert model.complete([{"role": "user", "content": "x"}], model="m").text == "ok"
-    with pytest.raises(TypeError):
+    with pytest.raises(ConfigError, match="expected a chatkeep ChatModel"):
         as_chat_model(object())
 
 
