@@ -2,6 +2,8 @@
 
 Usage: ``python scripts/generate_pii_set.py [--out PATH] [--count N] [--seed S]``.
 The held-out set: ``--seed 97531 --count 600 --no-handwritten --out tests/data/pii/holdout.jsonl``.
+The realistic sets: ``--from-marked tests/data/pii/realistic.marked.txt --out
+tests/data/pii/realistic.jsonl`` (and ``realistic_holdout`` with ``--id-prefix rh``).
 
 Each line is one chat message::
 
@@ -906,6 +908,114 @@ def handwritten(index: int, locale: str, marked: str) -> dict[str, object]:
     }
 
 
+# --------------------------------------------------------------------------- marked files
+# The realistic sets (tests/data/pii/realistic*.marked.txt) are written by hand in a
+# marked-up form; this turns one into JSONL after checking every label independently.
+
+# IBAN lengths (SWIFT registry) of the countries the marked files use.
+IBAN_COUNTRY_LENGTHS = {
+    "AT": 20, "BE": 16, "CH": 21, "DE": 22, "ES": 24, "FR": 27, "GB": 22, "IE": 22,
+    "IT": 27, "NL": 18, "PL": 28, "PT": 25,
+}  # fmt: skip
+_MARKED_HEADER = re.compile(r"@@ (?P<locale>[a-z]{2}_[A-Z]{2}) (?P<source>[a-z]+)$")
+_NINO_OK = re.compile(r"(?!BG|GB|KN|NK|NT|TN|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z]\d{6}[A-D]")
+
+
+def read_marked(path: Path, prefix: str) -> list[dict[str, object]]:
+    """Parse a marked file (format in its header comment) into labelled records."""
+    blocks: list[tuple[str, str, str, list[str]]] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.startswith("@@"):
+            header = _MARKED_HEADER.match(line)
+            if header is None:
+                raise SystemExit(f"{path}:{number}: bad header {line!r}")
+            blocks.append((header["locale"], header["source"], "", []))
+        elif not blocks:
+            if line.strip() and not line.startswith("#"):
+                raise SystemExit(f"{path}:{number}: text before the first message")
+        elif line.startswith(">> ") and not blocks[-1][3]:
+            locale, source, _, lines = blocks[-1]
+            blocks[-1] = (locale, source, line[3:], lines)
+        else:
+            blocks[-1][3].append(line)
+    records = []
+    for index, (locale, source, context, lines) in enumerate(blocks, start=1):
+        marked = "\n".join(lines).rstrip("\n").replace("{nbsp}", "\u00a0")
+        record = handwritten(index - 1, locale, marked)
+        entities = record["entities"]
+        assert isinstance(entities, list)
+        for entity in entities:
+            problem = label_problem(str(entity["type"]), str(entity["value"]))
+            if problem:
+                raise SystemExit(f"{path}: message {index}: {entity['value']!r}: {problem}")
+        record["id"] = f"{prefix}{index:03d}"
+        record["kind"] = "pii" if entities else "near_miss"
+        record["source"] = source
+        if context:
+            record["context"] = context.replace("{nbsp}", "\u00a0")
+        records.append(record)
+    return records
+
+
+def label_problem(entity_type: str, value: str) -> str | None:
+    """Why ``value`` is not a valid ``entity_type`` (checked without chatkeep), or None."""
+    compact = re.sub(r"[\s\-.\u00a0]", "", value).upper()
+    if value != value.strip() or not value:
+        return "surrounding whitespace"
+    if entity_type == "PHONE":
+        return None if phone_valid_in_any_region(value) else "no region accepts it"
+    if entity_type == "CREDIT_CARD":
+        return None if 13 <= len(compact) <= 19 and luhn_ok(compact) else "fails Luhn"
+    if entity_type == "IBAN":
+        if IBAN_COUNTRY_LENGTHS.get(compact[:2]) != len(compact):
+            return "wrong length for its country"
+        return None if compact.isalnum() and iban_ok(compact) else "fails mod-97"
+    if entity_type == "ES_NIF":
+        body = compact[:-1].replace("X", "0").replace("Y", "1").replace("Z", "2")
+        ok = len(compact) == 9 and body.isdigit() and nif_letter(int(body)) == compact[-1]
+        return None if ok else "wrong control letter"
+    if entity_type == "US_SSN":
+        digits = compact
+        ok = (
+            len(digits) == 9
+            and digits.isdigit()
+            and digits[:3] not in ("000", "666")
+            and digits[0] != "9"
+            and digits[3:5] != "00"
+            and digits[5:] != "0000"
+        )
+        return None if ok else "never issued"
+    if entity_type == "UK_NINO":
+        return None if _NINO_OK.fullmatch(compact) else "not an allocatable NINO"
+    if entity_type == "IP_ADDRESS":
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            return "not an IP address"
+        return None
+    if entity_type == "EMAIL":
+        local, _, domain = value.rpartition("@")
+        return None if local and "." in domain and " " not in value else "not an address"
+    if entity_type == "URL_CREDENTIALS":
+        authority = value.partition("://")[2]
+        return None if ":" in authority.rpartition("@")[0] else "no user:password@"
+    if entity_type == "PERSON":
+        return None if value[0].isupper() else "a name starts with a capital"
+    return f"unknown type {entity_type}"
+
+
+def phone_valid_in_any_region(text: str) -> bool:
+    """True if libphonenumber accepts ``text`` as international or national in some region."""
+    for region in (None, *sorted(phonenumbers.SUPPORTED_REGIONS)):
+        try:
+            number = phonenumbers.parse(text, region)
+        except phonenumbers.NumberParseException:
+            continue
+        if phonenumbers.is_valid_number(number):
+            return True
+    return False
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT)
@@ -914,9 +1024,22 @@ def main() -> None:
     parser.add_argument(
         "--no-handwritten", dest="handwritten", action="store_false", help="generated only"
     )
+    parser.add_argument(
+        "--from-marked",
+        type=Path,
+        help="convert a hand-written marked file (tests/data/pii/*.marked.txt) instead",
+    )
+    parser.add_argument("--id-prefix", default="r", help="id prefix with --from-marked")
     args = parser.parse_args()
-    gen = Gen(args.seed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    if args.from_marked is not None:
+        records = read_marked(args.from_marked, args.id_prefix)
+        with args.out.open("w", encoding="utf-8") as handle:
+            for record in records:
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        print(f"wrote {len(records)} messages to {args.out}")
+        return
+    gen = Gen(args.seed)
     with args.out.open("w", encoding="utf-8") as handle:
         records = [build(gen, index) for index in range(args.count)]
         if args.handwritten:

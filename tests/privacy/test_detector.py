@@ -8,6 +8,7 @@ import pytest
 
 from chatkeep.errors import PrivacyError
 from chatkeep.privacy.detector import (
+    ContextualRecognizer,
     PiiDetector,
     Recognizer,
     Span,
@@ -123,3 +124,51 @@ def test_undeclared_entity_type_is_an_error() -> None:
 def test_phone_regions_reach_the_default_set() -> None:
     assert PiiDetector(phone_regions=("ES",)).detect("612345678")[0].canonical == "+34612345678"
     assert PiiDetector(phone_regions=("US",)).detect("612345678") == []
+
+
+class TicketAnswers:
+    """A contextual recognizer: a bare number answering "Which ticket?" is a ticket id."""
+
+    entity_types: tuple[str, ...] = ("TICKET_ID",)
+
+    def find(self, text: str) -> Iterator[Span]:
+        return iter(())
+
+    def find_in_context(self, text: str, context: str) -> Iterator[Span]:
+        if "ticket" in context.lower() and text.strip().isdigit():
+            start = text.index(text.strip())
+            yield Span(start, start + len(text.strip()), "TICKET_ID", text.strip())
+
+
+def test_context_reaches_contextual_recognizers_only() -> None:
+    assert isinstance(TicketAnswers(), ContextualRecognizer)
+    assert not isinstance(EmployeeIds(), ContextualRecognizer)
+    detector = PiiDetector([TicketAnswers(), EmployeeIds()])
+    assert detector.detect("4471923") == []
+    spans = detector.detect("4471923", context="Which ticket is it?")
+    assert [(s.entity_type, s.text) for s in spans] == [("TICKET_ID", "4471923")]
+    # A recognizer without find_in_context is called as before.
+    assert [s.text for s in detector.detect("EMP-12345", context="Which ticket?")] == ["EMP-12345"]
+
+
+def test_context_is_optional_and_positional_calls_still_work() -> None:
+    detector = PiiDetector()
+    text = "mail a@b.co"
+    assert detector.detect(text) == detector.detect(text, None) == detector.detect(text, "")
+
+
+def test_default_detector_reads_the_previous_message() -> None:
+    detector = PiiDetector()
+    assert detector.detect("536221234") == []
+    spans = detector.detect("536221234", context="What's your SSN?")
+    assert [(s.entity_type, s.canonical) for s in spans] == [("US_SSN", "536221234")]
+
+
+def test_overlap_resolution_stays_linear_with_many_spans() -> None:
+    # 20 000 spans, half of them overlapping kept ones: must not degrade to O(n^2).
+    text = "x" * 100_000
+    spans = [Span(i, i + 4, "X", text[i : i + 4]) for i in range(0, 100_000, 5)]
+    spans += [Span(i + 2, i + 5, "Y", text[i + 2 : i + 5]) for i in range(0, 100_000, 5)]
+    kept = resolve_overlaps(spans)
+    assert len(kept) == 20_000 and all(s.entity_type == "X" for s in kept)
+    assert [s.start for s in kept] == sorted(s.start for s in kept)

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from chatkeep.errors import PrivacyError
-from chatkeep.privacy.vault import PlaceholderVault, new_key, seal, unseal
+from chatkeep.privacy.vault import PlaceholderVault, is_sealed, new_key, reseal, seal, unseal
 
 
 def test_same_value_same_placeholder_different_values_count_up() -> None:
@@ -128,9 +128,29 @@ def test_encrypted_blob_without_key_is_a_privacy_error() -> None:
         unseal(seal(_vault(), new_key()), None)
 
 
-def test_plain_blob_with_key_is_refused() -> None:
-    with pytest.raises(PrivacyError, match="cannot decrypt"):
-        unseal(seal(_vault(), None), new_key())
+def test_a_plain_vault_reads_once_a_key_is_configured_and_reseals() -> None:
+    """Turning encryption on must not break the sessions whose vaults were stored plain."""
+    plain = seal(_vault(), None)
+    key = new_key()
+    assert unseal(plain, key).items() == _vault().items()
+    sealed = reseal(plain, key)
+    assert sealed is not None and is_sealed(sealed)
+    assert unseal(sealed, key).items() == _vault().items()
+    assert reseal(sealed, key) is None  # already sealed with the newest key
+
+
+def test_key_rotation_reads_old_tokens_and_reseals_with_the_newest() -> None:
+    old, new = new_key(), new_key()
+    token = seal(_vault(), old)
+    rotated = f"{new},{old}"
+    assert unseal(token, rotated).items() == _vault().items()
+    fresh = reseal(token, rotated)
+    assert fresh is not None
+    assert unseal(fresh, new).items() == _vault().items()  # the newest key alone opens it
+    with pytest.raises(PrivacyError, match="none of the configured keys"):
+        unseal(fresh, old)
+    with pytest.raises(PrivacyError, match="none of the configured keys"):
+        unseal(token, new_key())
 
 
 def test_missing_cryptography_is_a_clear_privacy_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["ENTITY_TYPE_RE", "Recognizer", "Span"]
+__all__ = ["ENTITY_TYPE_RE", "ContextualRecognizer", "Recognizer", "Span"]
 
 #: An entity type must fit in a placeholder ``<TYPE_N>``: upper case, digits, underscores.
 ENTITY_TYPE_RE = re.compile(r"[A-Z][A-Z0-9_]*")
@@ -50,4 +50,20 @@ class Recognizer(Protocol):
 
     def find(self, text: str) -> Iterable[Span]:
         """Return every span of ``text`` that holds one of ``entity_types``."""
+        ...
+
+
+@runtime_checkable
+class ContextualRecognizer(Recognizer, Protocol):
+    """A recognizer that can also read the previous message of the conversation.
+
+    People answer questions with bare values: "What's your SSN?" / "536221234".
+    ``find_in_context`` gets the answer and the message it answers
+    (``context``) and returns the same kind of spans as ``find``; the detector
+    calls it instead of ``find`` when it is given a context. Implementing it is
+    optional: recognizers with only ``find`` keep working and ignore context.
+    """
+
+    def find_in_context(self, text: str, context: str) -> Iterable[Span]:
+        """Return every span of ``text`` holding one of ``entity_types``, read after ``context``."""
         ...

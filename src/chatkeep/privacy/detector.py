@@ -5,15 +5,23 @@ specific type wins (:data:`ENTITY_PRIORITY`: checksum-validated ids over
 e-mails over IPs over phone numbers over NER guesses); then the higher score,
 then the earlier start. Losers are dropped whole, never trimmed, so a card
 number is never left half-redacted by a phone number found inside it.
+
+Context: :meth:`PiiDetector.detect` optionally takes the previous message of
+the conversation, because people answer questions with bare values ("What's
+your SSN?" / "536221234"). Recognizers implementing
+:class:`~chatkeep.privacy.base.ContextualRecognizer` read it; the others do not.
+
+Cost: every built-in recognizer runs in time linear in the text (no regular
+expression can backtrack more than a bounded amount per character; see
+``tests/privacy/test_linear_time.py``), so no message can stall redaction.
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable, Sequence
 
 from chatkeep.errors import PrivacyError
-from chatkeep.privacy.base import ENTITY_TYPE_RE, Recognizer, Span
+from chatkeep.privacy.base import ENTITY_TYPE_RE, ContextualRecognizer, Recognizer, Span
 from chatkeep.privacy.recognizers import (
     DEFAULT_PHONE_REGIONS,
     CreditCardRecognizer,
@@ -21,6 +29,7 @@ from chatkeep.privacy.recognizers import (
     EsNifRecognizer,
     IbanRecognizer,
     IpAddressRecognizer,
+    PersonRecognizer,
     PhoneRecognizer,
     UkNinoRecognizer,
     UrlCredentialsRecognizer,
@@ -30,6 +39,7 @@ from chatkeep.privacy.recognizers import (
 __all__ = [
     "DEFAULT_PHONE_REGIONS",
     "ENTITY_PRIORITY",
+    "ContextualRecognizer",
     "PiiDetector",
     "Recognizer",
     "Span",
@@ -70,6 +80,7 @@ def default_recognizers(
         UsSsnRecognizer(),
         EsNifRecognizer(),
         UkNinoRecognizer(),
+        PersonRecognizer(),
     ]
 
 
@@ -90,6 +101,9 @@ class PiiDetector:
         for recognizer in chosen:
             _check_recognizer(recognizer)
         self._recognizers = tuple(chosen)
+        # The recognizers that read the previous message, checked once (isinstance on a
+        # protocol looks up every member).
+        self._contextual = tuple(r if isinstance(r, ContextualRecognizer) else None for r in chosen)
 
     @property
     def recognizers(self) -> tuple[Recognizer, ...]:
@@ -101,11 +115,22 @@ class PiiDetector:
         """Every entity type some recognizer may report."""
         return tuple(dict.fromkeys(t for r in self._recognizers for t in r.entity_types))
 
-    def detect(self, text: str) -> list[Span]:
-        """Spans of ``text`` holding personal data, sorted by start, never overlapping."""
+    def detect(self, text: str, context: str | None = None) -> list[Span]:
+        """Spans of ``text`` holding personal data, sorted by start, never overlapping.
+
+        ``context`` is the previous message of the conversation, the one ``text``
+        answers, when there is one. It is never searched itself; it only tells
+        what a short reply holds: after "What's your SSN?" a bare ``536221234``
+        is an SSN, after "What's your order number?" ``612345678`` is not a phone
+        number. Omitting it gives the context-free result (the same as before).
+        """
         found: list[Span] = []
-        for recognizer in self._recognizers:
-            for span in recognizer.find(text):
+        for recognizer, contextual in zip(self._recognizers, self._contextual, strict=True):
+            if context and contextual is not None:
+                spans = contextual.find_in_context(text, context)
+            else:
+                spans = recognizer.find(text)
+            for span in spans:
                 _check_span(span, text, recognizer)
                 found.append(span)
         return resolve_overlaps(found)
@@ -122,16 +147,18 @@ def resolve_overlaps(spans: Iterable[Span]) -> list[Span]:
             s.start,
         ),
     )
-    starts: list[int] = []
+    if not ranked:
+        return []
+    # One byte per character, set once a kept span covers it: checking a span
+    # costs its length at most, so thousands of spans stay linear in the text.
+    taken = bytearray(max(span.end for span in ranked))
     kept: list[Span] = []
     for span in ranked:
-        index = bisect.bisect_right(starts, span.start)
-        if index > 0 and kept[index - 1].end > span.start:
+        if taken.find(1, span.start, span.end) != -1:
             continue
-        if index < len(kept) and kept[index].start < span.end:
-            continue
-        starts.insert(index, span.start)
-        kept.insert(index, span)
+        taken[span.start : span.end] = b"\x01" * (span.end - span.start)
+        kept.append(span)
+    kept.sort(key=lambda s: s.start)
     return kept
 
 

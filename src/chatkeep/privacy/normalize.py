@@ -8,6 +8,7 @@ uses for spans without one (custom recognizers, direct vault calls).
 from __future__ import annotations
 
 import ipaddress
+import unicodedata
 
 import phonenumbers
 
@@ -15,22 +16,25 @@ __all__ = ["canonical_value"]
 
 _COMPACT_TYPES = frozenset({"CREDIT_CARD", "IBAN", "US_SSN", "ES_NIF", "UK_NINO"})
 _CASELESS_TYPES = frozenset({"EMAIL", "PERSON", "LOCATION"})
+# What people split card, IBAN and id numbers with: spaces (also no-break), dashes, dots.
+_ID_SEPARATORS = frozenset(" -.\u00a0\u202f")
 
 
 def canonical_value(entity_type: str, value: str) -> str:
     """Return the form of ``value`` two equal values of ``entity_type`` share.
 
-    E-mails, names and places ignore case and repeated whitespace; card, IBAN
-    and id numbers ignore spaces, dashes and case; IPs use their compressed
+    E-mails, names and places ignore case, repeated whitespace and Unicode
+    composition (``é`` typed as one or two code points); card, IBAN and id
+    numbers ignore spaces, dashes, dots and case; IPs use their compressed
     form; phone numbers in international format become E.164 (a national
     number without its region keeps only its digits). Other types are
     compared as written, minus surrounding whitespace.
     """
     text = value.strip()
     if entity_type in _CASELESS_TYPES:
-        return " ".join(text.split()).casefold()
+        return unicodedata.normalize("NFC", " ".join(text.split())).casefold()
     if entity_type in _COMPACT_TYPES:
-        return "".join(c for c in text if c not in " -\u00a0").upper()
+        return "".join(c for c in text if c not in _ID_SEPARATORS).upper()
     if entity_type == "IP_ADDRESS":
         try:
             return ipaddress.ip_address(text).compressed

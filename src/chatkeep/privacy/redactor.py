@@ -7,7 +7,7 @@ the redactor itself hid, and ``restore(redact(text)) == text``.
 
 from __future__ import annotations
 
-from chatkeep.privacy.detector import PiiDetector
+from chatkeep.privacy.detector import PiiDetector, resolve_overlaps
 from chatkeep.privacy.escaping import escape, substitute_tokens
 from chatkeep.privacy.vault import PlaceholderVault
 
@@ -29,14 +29,18 @@ class Redactor:
         """The detector deciding what is personal data."""
         return self._detector
 
-    def redact(self, text: str, vault: PlaceholderVault) -> str:
-        """Return ``text`` with each detected value replaced by its placeholder.
+    def redact(self, text: str, vault: PlaceholderVault, context: str | None = None) -> str:
+        """Return ``text`` with each personal value replaced by its placeholder: what the
+        recognizers detect (``context`` is the message ``text`` answers, if any) and,
+        whatever the context, every value ``vault`` already holds, matched literally.
 
         New values are added to ``vault``; text between values is escaped.
         """
         parts: list[str] = []
         position = 0
-        for span in self._detector.detect(text):
+        detected = self._detector.detect(text, context) if context else \
+            self._detector.detect(text)
+        for span in resolve_overlaps([*detected, *vault.find_known(text)]):
             parts.append(escape(text[position : span.start]))
             parts.append(vault.placeholder_for(span.entity_type, span.text, span.canonical))
             position = span.end

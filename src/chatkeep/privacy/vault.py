@@ -9,17 +9,19 @@ key is configured.
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 from chatkeep.errors import PrivacyError
-from chatkeep.privacy.base import ENTITY_TYPE_RE
+from chatkeep.privacy.base import ENTITY_TYPE_RE, Span
 from chatkeep.privacy.escaping import format_placeholder
+from chatkeep.privacy.known_values import find_literal, literal_pattern
 from chatkeep.privacy.normalize import canonical_value
 
 if TYPE_CHECKING:
-    from cryptography.fernet import Fernet
+    from cryptography.fernet import MultiFernet
 
-__all__ = ["PlaceholderVault", "new_key", "seal", "unseal"]
+__all__ = ["PlaceholderVault", "is_sealed", "new_key", "reseal", "seal", "unseal"]
 
 _FORMAT = "chatkeep.pii-vault"
 _VERSION = 1
@@ -39,6 +41,7 @@ class PlaceholderVault:
         self._values: dict[str, str] = {}
         self._entries: list[tuple[str, str, str, str]] = []
         self._counts: dict[str, int] = {}
+        self._patterns: list[tuple[re.Pattern[str], str, str]] = []
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -59,6 +62,20 @@ class PlaceholderVault:
             placeholder = format_placeholder(entity_type, number)
             self._add(placeholder, entity_type, key[1], value, number)
         return placeholder
+
+    def find_known(self, text: str) -> list[Span]:
+        """Where values already in this vault reappear in ``text``, whatever surrounds them
+        (matched literally, in their rewritten forms: see ``chatkeep.privacy.known_values``).
+        Spans may overlap; the redactor resolves them with the detector's."""
+        spans: list[Span] = []
+        for pattern, entity_type, canonical in self._patterns:
+            spans.extend(find_literal(pattern, text, entity_type, canonical))
+        return spans
+
+    def entries(self) -> list[tuple[str, str, str]]:
+        """``(entity type, canonical value, value)`` of every entry, in allocation order."""
+        return [(entity_type, canonical, value)
+                for _, entity_type, canonical, value in self._entries]
 
     def value_for(self, placeholder: str) -> str | None:
         """The real value behind an exact placeholder, or None when unknown."""
@@ -103,6 +120,9 @@ class PlaceholderVault:
         self._values[placeholder] = value
         self._entries.append((placeholder, entity_type, canonical, value))
         self._counts[entity_type] = max(self._counts.get(entity_type, 0), n)
+        pattern = literal_pattern(entity_type, canonical, value)
+        if pattern is not None:
+            self._patterns.append((pattern, entity_type, canonical))
 
 
 def _entries(document: Any) -> list[tuple[str, str, str, str]]:
@@ -131,7 +151,8 @@ def _int(text: str) -> int:
 def seal(vault: PlaceholderVault, key: str | None) -> str:
     """The string to store for ``vault``: plain JSON without a key, a Fernet token with one.
 
-    ``key`` is a Fernet key (url-safe base64 of 32 bytes, see :func:`new_key`).
+    ``key`` is a Fernet key (url-safe base64 of 32 bytes, see :func:`new_key`), or several
+    separated by commas, newest first (rotation): sealing always uses the newest.
     """
     plain = vault.to_json()
     if key is None:
@@ -139,18 +160,24 @@ def seal(vault: PlaceholderVault, key: str | None) -> str:
     return _fernet(key).encrypt(plain.encode("utf-8")).decode("ascii")
 
 
-def unseal(blob: str, key: str | None) -> PlaceholderVault:
-    """Inverse of :func:`seal` with the same ``key``.
+def is_sealed(blob: str) -> bool:
+    """Whether ``blob`` is encrypted (a plain vault is a JSON document)."""
+    return not blob.lstrip().startswith("{")
 
-    Raises PrivacyError when the blob is encrypted but no key is given, when a
-    key is given but the blob is not a token it decrypts (wrong key, tampering,
-    or a plain vault: once a key is configured, encryption is required), or
-    when the ``cryptography`` package is missing.
+
+def unseal(blob: str, key: str | None) -> PlaceholderVault:
+    """Inverse of :func:`seal` with the same key (or any of the keys, for rotation).
+
+    A plain vault reads with or without a key, so configuring a key on a deployment whose
+    vaults were stored plain breaks nothing: each is sealed on its next write (or at once
+    by ``chatkeep privacy rekey``). Raises PrivacyError when the blob is encrypted but no
+    key is given, when none of the keys decrypts it (wrong key, tampering), or when the
+    ``cryptography`` package is missing.
     """
-    if key is None:
-        if not blob.lstrip().startswith("{"):
-            raise PrivacyError("the placeholder vault is encrypted; configure its key")
+    if not is_sealed(blob):
         return PlaceholderVault.from_json(blob)
+    if key is None:
+        raise PrivacyError("the placeholder vault is encrypted; configure its key")
     fernet = _fernet(key)
     from cryptography.fernet import InvalidToken
 
@@ -158,9 +185,19 @@ def unseal(blob: str, key: str | None) -> PlaceholderVault:
         plain = fernet.decrypt(blob.encode("utf-8"))
     except InvalidToken as exc:
         raise PrivacyError(
-            "cannot decrypt the placeholder vault: wrong key, or the data is not encrypted"
+            "cannot decrypt the placeholder vault: none of the configured keys opens it "
+            "(wrong key, or the data was tampered with)"
         ) from exc
     return PlaceholderVault.from_json(plain.decode("utf-8"))
+
+
+def reseal(blob: str, key: str) -> str | None:
+    """``blob`` sealed with the newest of ``key``'s keys, or ``None`` when it already is
+    (what ``chatkeep privacy rekey`` writes)."""
+    vault = unseal(blob, key)
+    if is_sealed(blob) and _opens(_keys(key)[0], blob):
+        return None
+    return seal(vault, key)
 
 
 def new_key() -> str:
@@ -181,14 +218,32 @@ def _require_cryptography() -> None:
         ) from exc
 
 
-def _fernet(key: str) -> Fernet:
+def _keys(key: str) -> list[str]:
+    keys = [k.strip() for k in key.split(",") if k.strip()]
+    if not keys:
+        raise PrivacyError("privacy.encryption_key is empty")
+    return keys
+
+
+def _fernet(key: str) -> MultiFernet:
     _require_cryptography()
-    from cryptography.fernet import Fernet
+    from cryptography.fernet import Fernet, MultiFernet
 
     try:
-        return Fernet(key)
+        return MultiFernet([Fernet(k) for k in _keys(key)])
     except (ValueError, TypeError) as exc:
         raise PrivacyError(
-            "invalid vault encryption key: expected a Fernet key "
-            "(url-safe base64 of 32 bytes, see chatkeep.privacy.vault.new_key)"
+            "invalid vault encryption key: expected Fernet keys (url-safe base64 of 32 "
+            "bytes, newest first, comma-separated; see chatkeep.privacy.vault.new_key)"
         ) from exc
+
+
+def _opens(key: str, blob: str) -> bool:
+    """Whether ``key`` alone decrypts ``blob`` (Fernet tokens name no key)."""
+    from cryptography.fernet import Fernet, InvalidToken
+
+    try:
+        Fernet(key).decrypt(blob.encode("utf-8"))
+    except InvalidToken:
+        return False
+    return True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from chatkeep.privacy.recognizers.emails import EmailRecognizer
 from chatkeep.privacy.recognizers.financial import CreditCardRecognizer, IbanRecognizer
+from chatkeep.privacy.recognizers.names import PersonRecognizer
 from chatkeep.privacy.recognizers.national_ids import (
     EsNifRecognizer,
     UkNinoRecognizer,
@@ -19,6 +20,7 @@ __all__ = [
     "EsNifRecognizer",
     "IbanRecognizer",
     "IpAddressRecognizer",
+    "PersonRecognizer",
     "PhoneRecognizer",
     "UkNinoRecognizer",
     "UrlCredentialsRecognizer",

@@ -4,26 +4,39 @@
 per kilobyte, far over the redaction budget, so candidates are found here with
 one regular expression and only plausible ones are parsed and validated with
 ``phonenumbers.parse`` / ``is_valid_number`` (the checks ``Leniency.VALID``
-applies). Two extra rules, both about how people write numbers, keep order and
-invoice numbers out:
+applies). Rules about how people write numbers keep order and invoice numbers
+out and let labelled phone numbers in:
 
 * a number written without ``+``/``00`` in a country that dials a trunk prefix
   (``0`` in GB, DE, FR, ...) must start with it, as it always does on paper;
 * a number without ``+``/``00`` right after a label such as "order", "invoice",
-  "ref", "#" or "n°" is that thing, not a phone number.
+  "ref", "#" or "n°" is that thing, not a phone number;
+* but a phone label ("phone number:", "Tel. no.", "cell #:", "WhatsApp number",
+  "Teléfono nº", "Tél. n°", "Handynummer", "my number", "call me at",
+  "llámame al", "appelez-moi au", "ruf mich unter") makes it a phone number
+  even so, and then the trunk prefix may be missing (``7700 900123``) and a
+  national number of a region that is not configured is accepted too;
+* in a short reply, the previous message stands for the label ("What's your
+  phone number?", "What's your order number?"): see :meth:`PhoneRecognizer.find_in_context`.
+
+Every pattern here does a bounded amount of work per character (the label
+checks look at the 40 characters before a candidate only), so the time is
+linear in the text.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import phonenumbers
 
 from chatkeep.errors import PrivacyError
 from chatkeep.privacy.base import Span
-from chatkeep.privacy.recognizers.context import continues_iban
+from chatkeep.privacy.recognizers.context import asked_for, continues_iban, is_short_reply
 from chatkeep.privacy.recognizers.phone_rules import (
     number_rules,
     shares_calling_code,
@@ -48,6 +61,7 @@ _CANDIDATE = re.compile(
 _DIGIT_RUN = re.compile(r"\d[\d ()./\-\u00a0]{5,}\d")
 _EXTENSION = re.compile(r"[ ]?(?:x|ext\.?|extn\.?)[ ]?\d{1,6}$")
 _NON_DIGITS = re.compile(r"\D")
+_DIGIT_GROUPS = re.compile(r"\d+")
 _DATE = re.compile(r"\d{1,4}([./\-])\d{1,2}\1\d{1,4}")
 # A date with a four-digit year, then a time or nothing: "2024-03-15 14:30", "15/03/2024 9h".
 _DATE_PREFIX = re.compile(
@@ -61,7 +75,11 @@ _LABEL_WORDS = (
     "order", "invoice", "inv", "ref", "reference", "ticket", "case", "tracking", "account",
     "acct", "po", "sku", "serial", "item", "id", "no", "nr", "num", "number", "pedido",
     "factura", "referencia", "bestellung", "bestellnummer", "rechnung", "rechnungsnummer",
-    "kundennummer", "auftrag", "vorgang", "commande", "facture", "dossier",
+    "kundennummer", "auftrag", "vorgang", "commande", "facture", "dossier", "booking",
+    "reservation", "confirmation", "code", "pin", "claim", "policy", "member", "customer",
+    "expediente", "localizador", "reserva", "cliente", "suivi", "colis", "client",
+    "réservation", "aktenzeichen", "buchung", "sendung", "paket", "vertrag", "contract",
+    "routing", "aba", "sort",
 )  # fmt: skip
 # A label ending the text before a number: "order no.", "invoice #:", "ref", "#", "n°".
 # Searching a pattern anchored at the end of the text tries a match at every position,
@@ -70,6 +88,46 @@ _LABEL_WORDS = (
 _LABEL_REVERSED = re.compile(
     r"(?i)\s*[:#.]?\s*(?:\.?\b(?:" + "|".join(w[::-1] for w in _LABEL_WORDS) + r")\b|#|[°º]n|№)"
 )
+# Of those, the ones that only say "number": what precedes them says what number it is.
+_NUMBER_WORDS = frozenset({"no", "nr", "num", "number", "#", "n°", "nº", "№"})
+# Words that name a phone (English, Spanish, French, German), as labels are written.
+_PHONE_WORD = (
+    r"(?:(?:tele|cell|mobile\s|home\s|work\s|office\s|contact\s)?phone|tel|mob|mobile|cell"
+    r"|landline|fax|whats\s?app|contact|tel[ée]fono|tfno|tlf|tlfno|m[óo]vil|celular|fijo"
+    r"|contacto|t[ée]l[ée]phone|t[ée]l|portable|fixe|gsm|telefon|handy|mobil|festnetz"
+    r"|(?:telefon|tel|handy|mobil|mobilfunk|festnetz|fax|ruf|rückruf|kontakt|whatsapp)"
+    r"-?(?:nummer|nr)"
+    # "call me at", "llámame al", "appelez-moi au", "ruf mich unter" (with their fillers)
+    r"|(?:call|ring|text|reach|phone|whats\s?app)\s+(?:me|us)|ll[áa]m(?:ame|eme|enos)"
+    r"|appel(?:ez|le)-moi|joignable|ruf(?:en)?\s+(?:sie\s+)?(?:mich|uns)|erreichbar)"
+)
+# A phone label ending the text before a number: a phone word, maybe a word for
+# "number" ("no.", "#", "nº", "número"), maybe a "(country)" aside, punctuation,
+# then at most two filler words ("is", "es el", "unter"). "Tel.-Nr.:", "cell #:",
+# "Phone number (Italy):", "número de teléfono:", "my mobile is".
+_PHONE_LABEL = re.compile(
+    r"(?i)(?<![^\W\d_])" + _PHONE_WORD + r"(?![^\W\d_])\.?"
+    r"(?:[\s\-]*(?:number|no|nr|num|nro|n[úu]m|n[úu]mero|num[ée]ro|nummer|n\.?[°º]|№|\#)"
+    r"(?![^\W\d_])\.?)?"
+    r"(?:[ \t]*\([^()\n]{1,24}\))?"
+    r"[ \t]*[:#.=\-]?[ \t]*"
+    r"(?:(?:is|es|est|ist|lautet|was|al|au|el|le|at|on|unter)[ \t]+){0,2}$"
+)
+# "my number: ..." — a generic "number" label whose owner is a person.
+_POSSESSIVE_HEAD = re.compile(r"(?i)(?<![^\W\d_])(?:my|our|his|her)[\s\-]*$")
+# German compounds ending in "-nummer"/"-nr." ("Rechnungsnr.", "Buchungsnummer").
+_COMPOUND_LABEL = re.compile(r"(?i)[^\W\d_]{2}(?:nummer|nr)\.?[ \t]*[:#.]?[ \t]*$")
+# "Factura n.º 963521840": the Spanish abbreviation with a dot.
+_DOTTED_NUMBER_SIGN = re.compile(r"(?i)(?<![^\W\d_])n\.[°º][ \t]*[:#.]?[ \t]*$")
+# Every phone word contains one of these (searched in lower case, several times faster
+# than a case-insensitive pattern): a cheap test before _PHONE_LABEL.
+_PHONE_STEM = re.compile(
+    r"phone|t[ée]l|mob|cell|fax|whats|conta[ck]t|kontakt|tfno|tlf|m[óo]vil|fijo|celular"
+    r"|portable|fixe|gsm|handy|festnetz|ruf|landline|call|ring|text|reach|ll[áa]m|appel"
+    r"|joign|erreich"
+)
+_LABEL_WINDOW = 40
+Label = Literal["phone", "other"]
 _CURRENCY = re.compile(r"(?:[$€£¥]|\b(?:EUR|USD|GBP))\s?$")
 _CURRENCY_AFTER = re.compile(r"\s?(?:[$€£¥]|(?:EUR|USD|GBP)\b)")
 # The last character of a currency sign or code; one of them ends any _CURRENCY match
@@ -105,6 +163,7 @@ class PhoneRecognizer:
 
     def __init__(self, regions: Sequence[str] = DEFAULT_PHONE_REGIONS) -> None:
         self._regions = tuple(_region(code) for code in regions)
+        self._others: tuple[_Region, ...] | None = None  # built on first use
 
     @property
     def regions(self) -> tuple[str, ...]:
@@ -113,14 +172,27 @@ class PhoneRecognizer:
 
     def find(self, text: str) -> Iterator[Span]:
         """Yield every valid phone number in ``text``."""
+        return self._find(text, None)
+
+    def find_in_context(self, text: str, context: str) -> Iterator[Span]:
+        """Yield the phone numbers of ``text``, a reply to ``context`` (the previous message).
+
+        When ``text`` is a short reply and ``context`` asks for a phone number,
+        a number without a label of its own is read as labelled "phone"; when
+        it asks for an order, ticket, SSN... number, as labelled that way.
+        """
+        topic = asked_for(context) if is_short_reply(text) else None
+        return self._find(text, None if topic is None else "phone" if topic == "phone" else "other")
+
+    def _find(self, text: str, default_label: Label | None) -> Iterator[Span]:
         if _DIGIT_RUN.search(text) is None:
             return
         for match in _CANDIDATE.finditer(text):
-            canonical = self._validate(text, match)
+            canonical = self._validate(text, match, default_label)
             if canonical is not None:
                 yield Span(match.start(), match.end(), "PHONE", match.group(), canonical=canonical)
 
-    def _validate(self, text: str, match: re.Match[str]) -> str | None:
+    def _validate(self, text: str, match: re.Match[str], default_label: Label | None) -> str | None:
         """E.164 form of the candidate, or None when it is not a phone number."""
         raw = match.group()
         ext_match = _EXTENSION.search(raw) if "x" in raw else None
@@ -141,35 +213,134 @@ class PhoneRecognizer:
             return _international(digits[2:], "+" + rest, extension)
         if _VERSION.fullmatch(body) or _ZIP4.fullmatch(body):
             return None
-        # Cheap metadata checks before the context checks and validation (tens of µs).
+        # Cheap metadata checks before the context checks and validation (tens of µs);
+        # a number no configured region reads needs a phone label to go on.
         plausible = self._plausible(digits)
-        if not plausible or continues_iban(text, match.start()):
+        start = match.start()
+        phone_label = _phone_labelled(text, start)
+        if not plausible and not phone_label and default_label != "phone":
             return None
-        if _labelled(text, match.start(), match.end()):
+        if continues_iban(text, start) or _priced(text, start, match.end()):
             return None
-        return _national(plausible, raw, body, extension)
+        label: Label | None = "phone" if phone_label else _other_label(text, start)
+        if (label or default_label) == "other":
+            return None
+        found = _national(plausible, raw, body, extension) if plausible else None
+        if found is None and (label or default_label) == "phone":
+            found = self._labelled_phone(digits, raw, body, extension)
+        return found
 
     def _plausible(self, digits: str) -> list[tuple[_Region, str]]:
         """Each region whose trunk prefix, lengths and pattern fit, with the national number."""
-        plausible: list[tuple[_Region, str]] = []
-        for region in self._regions:
-            nsn = digits
-            if region.trunk_prefix is not None:
-                if not digits.startswith(region.trunk_prefix):
+        return _plausible_in(self._regions, digits, relaxed=False)
+
+    def _labelled_phone(self, digits: str, raw: str, body: str, extension: str) -> str | None:
+        """E.164 of a number a phone label vouches for, read more leniently.
+
+        The trunk prefix may be missing (``mobile: 7700 900123``). When no
+        configured region accepts the number, another region may, if the
+        number is grouped the way that region writes its numbers
+        (``Phone number (Italy): 347 123 4567``): almost any digit string is
+        valid somewhere among 245 regions, its usual grouping is the evidence.
+        """
+        # The strict reading was tried already: only regions whose trunk prefix is missing.
+        without_trunk = tuple(
+            r for r in self._regions if r.trunk_prefix and not digits.startswith(r.trunk_prefix)
+        )
+        relaxed = _plausible_in(without_trunk, digits, relaxed=True)
+        found = _national(relaxed, raw, body, extension) if relaxed else None
+        if found is not None or len(_groups(body)) < 2:
+            return found
+        tried: set[tuple[int, str]] = set()
+        for region, nsn in _plausible_in(self._other_regions(), digits, relaxed=False):
+            if region.simple and nsn[0] != "0":
+                # Validity is per calling code (shared codes are checked for all their
+                # regions at once): one check per code and national number.
+                if (region.country_code, nsn) in tried:
                     continue
+                tried.add((region.country_code, nsn))
+            for number in _valid_numbers([(region, nsn)], raw, extension):
+                if _grouped_as_usual(number, body):
+                    return _format(number)
+        return None
+
+    def _other_regions(self) -> tuple[_Region, ...]:
+        """Regions whose calling code no configured region shares (those were tried)."""
+        if self._others is None:
+            codes = {region.country_code for region in self._regions}
+            self._others = tuple(r for r in _all_regions() if r.country_code not in codes)
+        return self._others
+
+
+def _plausible_in(
+    regions: Sequence[_Region], digits: str, *, relaxed: bool
+) -> list[tuple[_Region, str]]:
+    """Each of ``regions`` whose trunk prefix, lengths and pattern fit, with the national number.
+
+    ``relaxed`` lets a number lack the region's trunk prefix (``7911 123456`` in GB).
+    """
+    plausible: list[tuple[_Region, str]] = []
+    for region in regions:
+        nsn = digits
+        if region.trunk_prefix is not None:
+            if digits.startswith(region.trunk_prefix):
                 nsn = digits[len(region.trunk_prefix) :]
-            elif region.country_code == 1 and len(digits) == 11 and digits[0] == "1":
-                nsn = digits[1:]
-            if len(nsn) in region.lengths and region.pattern.fullmatch(nsn):
-                plausible.append((region, nsn))
-        return plausible
+            elif not relaxed:
+                continue
+        elif region.country_code == 1 and len(digits) == 11 and digits[0] == "1":
+            nsn = digits[1:]
+        if nsn and len(nsn) in region.lengths and region.pattern.fullmatch(nsn):
+            plausible.append((region, nsn))
+    return plausible
 
 
-def _labelled(text: str, start: int, end: int) -> bool:
-    """True when a label ("order", "#", ...) or a currency says the number is something else."""
+@functools.cache
+def _all_regions() -> tuple[_Region, ...]:
+    """Every region libphonenumber has metadata for, sorted by code (built once, on demand)."""
+    return tuple(_region(code) for code in sorted(phonenumbers.SUPPORTED_REGIONS))
+
+
+def _phone_labelled(text: str, start: int) -> bool:
+    """True when a phone label ("phone number:", "Tél. n°", "Handynummer") ends right before."""
+    before = text[max(0, start - _LABEL_WINDOW) : start]
+    if not before or before[-1].isalnum():
+        return False
+    lower = before.lower()
+    stem = _PHONE_STEM.search(lower)
+    if stem is None:
+        return False
+    # A phone word starts at most 7 characters before its stem ("office phone"), unless
+    # lower-casing changed the length ("İ") and the offset cannot be trusted.
+    begin = max(0, stem.start() - 7) if len(lower) == len(before) else 0
+    return _PHONE_LABEL.search(before, begin) is not None
+
+
+def _other_label(text: str, start: int) -> Label | None:
+    """``"other"`` when a label other than a phone's ends right before ``start``.
+
+    "my number:" is the one generic label read as a phone's (``"phone"``).
+    """
+    before = text[max(0, start - _LABEL_WINDOW) : start]
+    if not before or before[-1].isalnum():
+        return None
+    label = _LABEL_REVERSED.match(before[::-1])
+    if label is not None:
+        word = before[len(before) - label.end() :].strip(" \t\n\r:.").lower()
+        head = before[: len(before) - label.end()]
+        if word in _NUMBER_WORDS and _POSSESSIVE_HEAD.search(head):
+            return "phone"
+        return "other"
+    tail = before.rstrip(" \t:#.").lower()
+    if tail.endswith(("nr", "nummer")) and _COMPOUND_LABEL.search(before):
+        return "other"
+    if tail.endswith(("n.º", "n.°")) and _DOTTED_NUMBER_SIGN.search(before):
+        return "other"
+    return None
+
+
+def _priced(text: str, start: int, end: int) -> bool:
+    """True when a currency sign or code right before or after makes the number an amount."""
     before = text[max(0, start - 24) : start]
-    if _LABEL_REVERSED.match(before[::-1]):
-        return True
     if not _CURRENCY_LAST.isdisjoint(before[-3:]) and _CURRENCY.search(before):
         return True
     return _CURRENCY_AFTER.match(text[end : end + 5]) is not None
@@ -179,6 +350,18 @@ def _national(
     plausible: list[tuple[_Region, str]], raw: str, body: str, extension: str
 ) -> str | None:
     """Validate a number written without international prefix for each plausible region."""
+    valid = _valid_numbers(plausible, raw, extension)
+    if len(valid) > 1:
+        for number in valid:
+            if _grouped_as_usual(number, body):
+                return _format(number)
+    return _format(valid[0]) if valid else None
+
+
+def _valid_numbers(
+    plausible: list[tuple[_Region, str]], raw: str, extension: str
+) -> list[phonenumbers.PhoneNumber]:
+    """The number as read in each plausible region where it is valid."""
     valid: list[phonenumbers.PhoneNumber] = []
     for region, nsn in plausible:
         if region.simple and nsn[0] != "0":
@@ -187,13 +370,13 @@ def _national(
             number = _parse(raw, region.code)
         if number is not None and number.country_code == region.country_code:
             valid.append(number)
-    if len(valid) > 1:
-        groups = _groups(body)
-        for number in valid:
-            national = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.NATIONAL)
-            if _groups(national) == groups:
-                return _format(number)
-    return _format(valid[0]) if valid else None
+    return valid
+
+
+def _grouped_as_usual(number: phonenumbers.PhoneNumber, body: str) -> bool:
+    """True when ``body`` groups its digits as the number's country writes it nationally."""
+    national = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.NATIONAL)
+    return _groups(national) == _groups(body)
 
 
 def _region(code: str) -> _Region:
@@ -266,4 +449,4 @@ def _format(number: phonenumbers.PhoneNumber) -> str:
 
 def _groups(value: str) -> list[int]:
     """Lengths of the digit groups, e.g. ``06 12 34 56 78`` -> [2, 2, 2, 2, 2]."""
-    return [len(group) for group in re.findall(r"\d+", value)]
+    return [len(group) for group in _DIGIT_GROUPS.findall(value)]
