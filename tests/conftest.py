@@ -88,16 +88,32 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
     return url
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test using ``make_keep``/``keep`` runs on the sync API and on the async one
+    (through ``chatkeep.testing.aio.SyncOverAsync``), unless marked ``sync_api`` (it
+    reaches below the public API: engine events, direct SQL, threads on the core)."""
+    if "api" in metafunc.fixturenames:
+        sync_only = metafunc.definition.get_closest_marker("sync_api") is not None
+        metafunc.parametrize("api", ["sync"] if sync_only else ["sync", "async"],
+                             scope="function")
+
+
 @pytest.fixture
-def make_keep(db_url: str) -> Iterator[Callable[..., Chatkeep]]:
-    """Factory for ``Chatkeep`` instances on the test database (closed afterwards)."""
-    made: list[Chatkeep] = []
+def make_keep(db_url: str, api: str) -> Iterator[Callable[..., Chatkeep]]:
+    """Factory for ``Chatkeep`` instances on the test database (closed afterwards); on the
+    ``async`` axis each is the sync API driven through ``AsyncChatkeep``."""
+    made: list[Any] = []
 
     def factory(**kwargs: Any) -> Chatkeep:
         kwargs.setdefault("dispatcher", "inline")  # deterministic: jobs finish in the call
-        keep = Chatkeep(db_url, **kwargs)
+        if api == "async":
+            from chatkeep.testing.aio import SyncOverAsync
+
+            keep: Any = SyncOverAsync(db_url, **kwargs)
+        else:
+            keep = Chatkeep(db_url, **kwargs)
         made.append(keep)
-        return keep
+        return keep  # type: ignore[no-any-return]
 
     yield factory
     for keep in made:

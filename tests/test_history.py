@@ -255,6 +255,7 @@ def test_summary_usage_is_billed_to_the_tenant(keep: Chatkeep, openai_client: op
     assert s.total_tokens == 740
 
 
+@pytest.mark.sync_api  # replaces a repository method with a spy
 def test_build_history_reads_only_after_the_watermark(keep: Chatkeep) -> None:
     s = keep.sessions.create(tenant=ORG)
     hc = compressor(None, max_history_tokens=600, summary_max_tokens=100)

@@ -120,6 +120,7 @@ def test_mapping_is_encrypted_at_rest_with_a_key(make_keep) -> None:
         wrong.compressor.build_history(wrong.sessions.get(session.id), "")
 
 
+@pytest.mark.sync_api  # calls the core's text filter from threads
 def test_concurrent_redaction_never_gives_a_placeholder_two_values(make_keep) -> None:
     keep = privacy_keep(make_keep)
     session = keep.sessions.create(ORG)

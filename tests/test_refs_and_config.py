@@ -75,3 +75,48 @@ def test_config_from_env_and_toml(tmp_path) -> None:
     path.write_text("[chat\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         Config.from_toml(path)
+
+
+@pytest.mark.parametrize(("typed", "expected"), [
+    ("organization:7", Ref("organization", 7)),
+    ("organization:0", Ref("organization", 0)),
+    ("organization:007", Ref("organization", "007")),  # not tenant 7
+    ("organization:+7", Ref("organization", "+7")),
+    ("organization:-7", Ref("organization", "-7")),
+    ("organization:١٢", Ref("organization", "١٢")),  # Arabic-Indic digits stay text
+    ("organization:²", Ref("organization", "²")),  # a superscript used to crash int()
+    ("organization:７", Ref("organization", "７")),  # fullwidth
+    ("organization: 7", Ref("organization", " 7")),
+    ("matter:M-1:2", Ref("matter", "M-1:2")),
+])
+def test_ref_parse_makes_an_int_only_of_a_canonical_decimal(typed: str, expected: Ref) -> None:
+    ref = Ref.parse(typed)
+    assert ref == expected and type(ref.id) is type(expected.id)
+    assert str(ref) == typed  # the tenant is exactly the one typed
+
+
+@pytest.mark.parametrize("typed", ["organization:", ":7", "organization: ", "7", "",
+                                   "organization:a\x00", "organization:" + "9" * 256])
+def test_ref_parse_refuses_what_names_nothing(typed: str) -> None:
+    with pytest.raises(InvalidReference):
+        Ref.parse(typed)
+
+
+def test_store_section_and_durations() -> None:
+    assert Config().store.sqlite_synchronous == "FULL"
+    assert Config.from_dict({"store": {"sqlite_synchronous": "normal"}}
+                            ).store.sqlite_synchronous == "NORMAL"
+    with pytest.raises(ConfigError, match=r"store\.sqlite_synchronous"):
+        Config.from_dict({"store": {"sqlite_synchronous": "fast"}})
+    with pytest.raises(ConfigError, match=r"unknown config key store\.synchronous"):
+        Config.from_dict({"store": {"synchronous": "FULL"}})
+    for text, seconds in (("90", 90), ("30m", 1800), ("2h", 7200), ("1d", 86400),
+                          ("1.5h", 5400)):
+        assert Config.from_dict({"memory": {"sweep_idle_after": text}}
+                                ).memory.sweep_idle_after == timedelta(seconds=seconds)
+    for bad in ("999999999999d", "-5m", "1e9", "soon", "١٢m", "nan"):
+        with pytest.raises(ConfigError, match=r"memory\.sweep_idle_after"):
+            Config.from_dict({"memory": {"sweep_idle_after": bad}})
+    for bad_int in ("²", "١٢", str(2**64), "1_000"):
+        with pytest.raises(ConfigError, match=r"chat\.max_history_tokens"):
+            Config.from_dict({"chat": {"max_history_tokens": bad_int}})

@@ -208,7 +208,7 @@ def test_memory_recall_reads_only_the_sessions_tenant(world: World) -> None:
             assert len(recalled) == 3  # tenant + subject + personal, all its own
             assert all(m.tenant == tenant for m in recalled)
             assert not any(mentions_other_tenant(m.content, tenant) for m in recalled)
-        provided = keep.memory.provider(session)
+        provided = [m.content for m in keep.memory.provider(session)]
         assert provided and not any(mentions_other_tenant(t, tenant) for t in provided)
 
 

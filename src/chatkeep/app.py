@@ -9,20 +9,27 @@ Every part is usable alone; this is the short path::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
 from chatkeep.config import Config
+from chatkeep.errors import ChatkeepError, ConfigError, InvalidArgument, StoreError
 from chatkeep.history.compressor import HistoryCompressor
 from chatkeep.jobs import Dispatcher, make_dispatcher
 from chatkeep.llm.base import ChatModel, as_chat_model
 from chatkeep.llm.openai_client import model_from_config
 from chatkeep.memory import DISTIL_JOB, MemoryService
+from chatkeep.memory.embeddings import Embedder, embedder_from_config, pii_mask
 from chatkeep.privacy.detector import Recognizer
 from chatkeep.privacy.guard import PrivacyGuard
 from chatkeep.refs import Ref, require_ref
 from chatkeep.sessions import SessionService
-from chatkeep.store.engine import make_engine
+from chatkeep.store.connections import store_error
+from chatkeep.store.engine import describe_url, make_engine
+from chatkeep.store.migrate import ensure_schema
 from chatkeep.store.repository import Repository, UsageLine
 from chatkeep.tokens import HeuristicCounter, TokenCounter
 
@@ -35,30 +42,39 @@ class Chatkeep:
     ``config``: a ``Config`` or a dict of sections (merged over TOML file and env).
     ``create_schema``: create missing tables (the embedded default; use migrations in production).
     ``recognizers``: your own PII ``Recognizer`` objects, run beside the built-in ones.
+    ``embedder``: an ``Embedder`` for recall by meaning; ``None`` uses ``memory.embedding_model``
+    when set (full-text recall when not).
     """
 
-    def __init__(self, database_url: str, *, model: Any = None,
+    def __init__(self, database_url: str | Engine, *, model: Any = None,
                  config: Config | Mapping[str, Any] | None = None,
                  dispatcher: str | Dispatcher | None = None,
                  counter: TokenCounter | None = None, create_schema: bool = True,
-                 recognizers: Sequence[Recognizer] = ()) -> None:
+                 recognizers: Sequence[Recognizer] = (),
+                 embedder: Embedder | None = None) -> None:
         self.config = Config.load(config)
+        _check_arguments(counter, create_schema, recognizers)
         self.counter = counter or HeuristicCounter()
-        self.engine = make_engine(database_url)
-        self.repository = Repository(self.engine)
-        if create_schema:
-            self.repository.create_schema()
+        # A bad dispatcher or model fails before any connection (and before a SQLite file
+        # is created).
+        dispatcher_ = make_dispatcher(dispatcher)
         self.model: ChatModel | None = (
             as_chat_model(model) if model is not None else model_from_config(self.config.llm))
+        self.engine = _open(database_url, self.config.store.sqlite_synchronous, create_schema)
+        self.repository = Repository(self.engine)
         self.sessions = SessionService(self.repository, self.counter)
         self.privacy = PrivacyGuard(self.config.privacy, self.repository, list(recognizers))
         self.compressor = HistoryCompressor(self.model, config=self.config.chat,
                                             counter=self.counter, outbound_filter=self.privacy)
-        self.dispatcher = make_dispatcher(dispatcher)
+        self.dispatcher = dispatcher_
         self.memory = MemoryService(self.repository, self.model, sessions=self.sessions,
                                     dispatcher=self.dispatcher, config=self.config.memory,
                                     language=self.config.chat.language, counter=self.counter,
-                                    outbound_filter=self.privacy)
+                                    outbound_filter=self.privacy,
+                                    embedder=embedder or embedder_from_config(
+                                        self.config.memory, self.config.llm),
+                                    embed_mask=pii_mask(self.privacy)
+                                    if self.config.privacy.anonymize_pii else None)
         if self.config.memory.distil_on_compress and self.model is not None:
             # (Offline there is nothing to distil with; the sweep catches up once a model
             # is configured.)
@@ -76,6 +92,12 @@ class Chatkeep:
         """Token usage by tenant, purpose and model (billing is this one query)."""
         if tenant is not None:
             require_ref(tenant, "tenant")
+        for name, value in (("since", since), ("until", until)):
+            if value is not None and not isinstance(value, datetime):
+                raise InvalidArgument(f"{name} must be a datetime, got {type(value).__name__}")
+        if since is not None and until is not None and _aware(since) >= _aware(until):
+            raise InvalidArgument(f"since ({since.isoformat()}) must be before until "
+                                  f"({until.isoformat()})")
         return self.repository.usage_report(tenant, since=since, until=until)
 
     def close(self) -> None:
@@ -90,3 +112,44 @@ class Chatkeep:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_arguments(counter: object, create_schema: object, recognizers: object) -> None:
+    """The constructor's own arguments, checked before anything is opened."""
+    if counter is not None and not callable(getattr(counter, "count", None)):
+        raise ConfigError(f"counter must have a count(text) -> int method, "
+                          f"got {type(counter).__name__}")
+    if not isinstance(create_schema, bool):
+        raise ConfigError(f"create_schema must be True or False, got {create_schema!r}")
+    if isinstance(recognizers, str | bytes) or not isinstance(recognizers, Sequence):
+        raise ConfigError(f"recognizers must be a list of Recognizer objects, "
+                          f"got {type(recognizers).__name__}")
+
+
+def _open(database_url: str | Engine, sqlite_synchronous: str, create_schema: bool) -> Engine:
+    """An engine whose database answers (and has the schema, when asked): a bad URL, a
+    missing driver, a server that is down or a file that cannot be opened is a
+    ``StoreError`` naming the database, and leaves no engine behind. An ``Engine`` given
+    instead of a URL is used as it is (the async API passes its engine's sync facade)."""
+    engine = (database_url if isinstance(database_url, Engine)
+              else make_engine(database_url, sqlite_synchronous=sqlite_synchronous))
+    try:
+        if create_schema:
+            ensure_schema(engine)
+        else:
+            with engine.connect():
+                pass
+    except ChatkeepError:
+        engine.dispose()
+        raise
+    except (SQLAlchemyError, OSError, TypeError) as exc:
+        # TypeError: the driver refused a URL query argument at connect time.
+        engine.dispose()
+        cause = store_error(exc) if isinstance(exc, SQLAlchemyError) else exc
+        raise StoreError(f"cannot open {describe_url(engine.url)}: "
+                         f"{str(cause).removeprefix('database error: ')}") from exc
+    return engine
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)

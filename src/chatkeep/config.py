@@ -1,4 +1,4 @@
-"""Configuration: ``chat``, ``llm``, ``memory`` and ``privacy`` sections.
+"""Configuration: ``chat``, ``llm``, ``memory``, ``privacy`` and ``store`` sections.
 
 Settable from a dict, from ``CHATKEEP_<SECTION>__<KEY>`` environment variables,
 or from a TOML file (``[chat]``, ``[llm]`` ... tables). Unknown keys and values
@@ -8,7 +8,9 @@ of the wrong type raise ``ConfigError`` instead of being silently ignored.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -17,6 +19,14 @@ from pathlib import Path
 from typing import Any, Self, get_type_hints
 
 from chatkeep.errors import ConfigError
+from chatkeep.store.engine import SQLITE_SYNCHRONOUS
+from chatkeep.validation import INT32_MAX
+
+_SUMMARY_ROLES = ("system", "developer", "user")
+
+MAX_IDLE_AFTER = timedelta(days=36500)
+"""The longest ``memory.sweep_idle_after`` (a century): longer ones cannot be subtracted
+from today's date."""
 
 
 @dataclass
@@ -42,6 +52,10 @@ class ChatConfig:
     summary_input_max_tokens: int = 16000
     """What one summariser call may read (prompt, previous summary and transcript): a larger
     backlog is folded in several calls, so it fits the summary model's own context."""
+    summary_role: str = "system"
+    """Role the summary goes out as: ``system``, ``developer`` or ``user``. Whatever the role,
+    it is fenced as a record of the conversation, not instructions; ``user`` keeps text
+    quoted in it from ever reaching an instruction-level role."""
 
     @property
     def summary_limit(self) -> int:
@@ -69,6 +83,9 @@ class ChatConfig:
                 "chat.summary_max_tokens must be below compress_target * max_history_tokens "
                 f"({self.summary_max_tokens} >= {self.compress_target * self.max_history_tokens:g})"
                 ": the summary alone would fill the budget")
+        if self.summary_role not in _SUMMARY_ROLES:
+            raise ConfigError(f"chat.summary_role must be one of {list(_SUMMARY_ROLES)}, "
+                              f"got {self.summary_role!r}")
         if self.summary_input_max_tokens < 2 * self.summary_limit + 256:
             raise ConfigError(
                 "chat.summary_input_max_tokens must leave room for the previous summary, the "
@@ -112,15 +129,28 @@ class MemoryConfig:
     """Default number of memories recall returns."""
     recall_in_history: bool = False
     """Put recalled memories into the system message of ``build_history``."""
+    embedding_model: str | None = None
+    """Embedding model for recall by meaning (``None``: recall is full-text only)."""
+    embedding_base_url: str | None = None
+    """Endpoint of the embedding model; ``None`` = the chat model's (``llm.base_url``)."""
+    embedding_api_key: str | None = None
+    """Key of the embedding endpoint; ``None`` = the chat model's (``llm.api_key``)."""
+    embedding_batch_size: int = 64
+    """Texts per embeddings request (``chatkeep memories embed`` and the distiller)."""
 
     def validate(self) -> None:
         """Raise ``ConfigError`` for values that cannot work."""
-        if self.sweep_batch_size <= 0:
-            raise ConfigError("memory.sweep_batch_size must be positive")
-        if self.recall_limit <= 0:
-            raise ConfigError("memory.recall_limit must be positive")
+        if not 0 < self.embedding_batch_size <= 2048:
+            raise ConfigError("memory.embedding_batch_size must be from 1 to 2048")
+        if not 0 < self.sweep_batch_size <= INT32_MAX:
+            raise ConfigError(f"memory.sweep_batch_size must be from 1 to {INT32_MAX}")
+        if not 0 < self.recall_limit <= INT32_MAX:
+            raise ConfigError(f"memory.recall_limit must be from 1 to {INT32_MAX}")
         if self.sweep_idle_after < timedelta(0):
             raise ConfigError("memory.sweep_idle_after must not be negative")
+        if self.sweep_idle_after > MAX_IDLE_AFTER:
+            raise ConfigError(f"memory.sweep_idle_after must be at most {MAX_IDLE_AFTER.days} "
+                              "days")
 
 
 @dataclass
@@ -144,6 +174,23 @@ class PrivacyConfig:
 
 
 @dataclass
+class StoreConfig:
+    """How chatkeep uses its database."""
+
+    sqlite_synchronous: str = "FULL"
+    """SQLite's ``PRAGMA synchronous`` (WAL mode): ``FULL`` (default) makes every commit
+    survive an OS crash or power loss; ``NORMAL`` is faster but may lose the last commits
+    then (never corrupts); ``OFF`` and ``EXTRA`` as SQLite defines them."""
+
+    def validate(self) -> None:
+        """Raise ``ConfigError`` for a level SQLite does not have."""
+        if self.sqlite_synchronous.upper() not in SQLITE_SYNCHRONOUS:
+            raise ConfigError(f"store.sqlite_synchronous must be one of "
+                              f"{', '.join(SQLITE_SYNCHRONOUS)}, got {self.sqlite_synchronous!r}")
+        self.sqlite_synchronous = self.sqlite_synchronous.upper()
+
+
+@dataclass
 class Config:
     """All of chatkeep's settings; every section has working defaults."""
 
@@ -151,6 +198,7 @@ class Config:
     llm: LLMConfig = field(default_factory=LLMConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
 
     def validate(self) -> Self:
         """Validate every section; returns ``self`` for chaining."""
@@ -158,6 +206,7 @@ class Config:
         self.llm.validate()
         self.memory.validate()
         self.privacy.validate()
+        self.store.validate()
         return self
 
     @classmethod
@@ -189,7 +238,8 @@ class Config:
 
     @classmethod
     def from_toml(cls, path: str | Path) -> Config:
-        """Read a TOML file with ``[chat]``, ``[llm]``, ``[memory]``, ``[privacy]`` tables."""
+        """Read a TOML file with ``[chat]``, ``[llm]``, ``[memory]``, ``[privacy]``,
+        ``[store]`` tables."""
         try:
             with open(path, "rb") as fh:
                 data = tomllib.load(fh)
@@ -251,9 +301,9 @@ def _coerce(raw: Any, hint: Any, name: str) -> Any:
             return False
     elif hint is int:
         if isinstance(raw, int) and not isinstance(raw, bool):
-            return raw
-        if text is not None and text.lstrip("-").isdigit():
-            return int(text)
+            return _int64(raw, name)
+        if text is not None and _INT_TEXT.fullmatch(text):
+            return _int64(int(text), name)
     elif hint is float:
         if isinstance(raw, int | float) and not isinstance(raw, bool):
             return float(raw)
@@ -263,12 +313,14 @@ def _coerce(raw: Any, hint: Any, name: str) -> Any:
             except ValueError:
                 pass
     elif hint == int | None:
-        if raw is None or (isinstance(raw, int) and not isinstance(raw, bool)):
-            return raw
+        if raw is None:
+            return None
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            return _int64(raw, name)
         if text is not None and text.lower() in {"", "none", "null"}:
             return None
-        if text is not None and text.lstrip("-").isdigit():
-            return int(text)
+        if text is not None and _INT_TEXT.fullmatch(text):
+            return _int64(int(text), name)
     elif hint is str:
         if isinstance(raw, str):
             return raw
@@ -279,9 +331,9 @@ def _coerce(raw: Any, hint: Any, name: str) -> Any:
         if isinstance(raw, timedelta):
             return raw
         if isinstance(raw, int | float) and not isinstance(raw, bool):
-            return timedelta(seconds=raw)
+            return _seconds(raw, name, repr(raw))
         if text is not None:
-            return _parse_duration(text, name)
+            return parse_duration(text, name)
     elif hint == tuple[str, ...]:
         if isinstance(raw, list | tuple) and all(isinstance(x, str) for x in raw):
             return tuple(raw)
@@ -291,14 +343,30 @@ def _coerce(raw: Any, hint: Any, name: str) -> Any:
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_INT_TEXT = re.compile(r"-?[0-9]+")
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)([smhd]?)", re.IGNORECASE)
 
 
-def _parse_duration(text: str, name: str) -> timedelta:
-    """``"90"`` (seconds), ``"30m"``, ``"2h"``, ``"1d"``."""
-    unit = text[-1:].lower()
-    number = text[:-1] if unit in _UNITS else text
-    try:
-        value = float(number)
-    except ValueError:
-        raise ConfigError(f"{name}: {text!r} is not a duration like 30m, 2h or 90") from None
-    return timedelta(seconds=value * _UNITS.get(unit, 1))
+def _int64(value: int, name: str) -> int:
+    if not -(2**63) <= value < 2**63:
+        raise ConfigError(f"{name}: {value if value.bit_length() < 100 else 'the number'} "
+                          "does not fit in 64 bits")
+    return value
+
+
+def _seconds(value: float, name: str, shown: str) -> timedelta:
+    if not math.isfinite(value) or abs(value) > MAX_IDLE_AFTER.total_seconds() * 10:
+        raise ConfigError(f"{name}: {shown} is not a usable duration (at most "
+                          f"{MAX_IDLE_AFTER.days} days)")
+    return timedelta(seconds=value)
+
+
+def parse_duration(text: str, name: str = "duration") -> timedelta:
+    """``"90"`` (seconds), ``"30m"``, ``"2h"``, ``"1d"`` (ASCII digits, optional unit);
+    anything else, or a duration too large to use, is a ``ConfigError`` naming ``name``."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise ConfigError(f"{name}: {text[:60]!r} is not a duration like 30m, 2h or 90")
+    value = float(match.group(1)) * _UNITS.get(match.group(2).lower() or "s", 1)
+    return _seconds(value, name, repr(text[:60]))
+

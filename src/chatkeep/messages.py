@@ -108,6 +108,9 @@ class Message:
     native: Mapping[str, Any] = field(default_factory=dict)
     """Provider payloads replayed verbatim to their own format (``{"anthropic_messages":
     {"thinking": [...]}}``); never summarised, never sent to another format."""
+    retracted_at: datetime | None = None
+    """When the message was retracted (``pop_item``, ``clear_session``): kept for the
+    record, never replayed, summarised or distilled again."""
 
     @property
     def is_plumbing(self) -> bool:

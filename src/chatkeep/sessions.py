@@ -9,11 +9,11 @@ show after ``refresh()``; ``messages`` always reads the database.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from chatkeep.errors import InvalidMessage, InvalidTokens
+from chatkeep.errors import ChatkeepError, InvalidMessage, InvalidTokens
 from chatkeep.messages import (
     Message,
     MessageDraft,
@@ -26,16 +26,41 @@ from chatkeep.messages import (
 from chatkeep.refs import Ref, require_ref
 from chatkeep.store.repository import BilledUsage, Repository, SessionRow
 from chatkeep.tokens import HeuristicCounter, TokenCounter
+from chatkeep.validation import (
+    INT32_MAX,
+    MODEL_MAX,
+    NAME_MAX,
+    TITLE_MAX,
+    TOOL_CALL_ID_MAX,
+    TOOL_NAME_MAX,
+    check_bool,
+    check_int,
+    check_metadata,
+    check_optional_text,
+    check_text,
+)
 
 PURPOSES = ("chat", "summary", "distil", "manual")
+_T = TypeVar("_T")
 
 
 def _check_tokens(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidTokens(f"{what} must be an int, got {type(value).__name__}")
-    if value < 0:
-        raise InvalidTokens(f"{what} must not be negative, got {value}")
-    return value
+    """A token count: an ``int`` from 0 to the ``INTEGER`` column's maximum."""
+    return check_int(value, what, error=InvalidTokens, maximum=INT32_MAX)
+
+
+def _check_usage(usage: object) -> Usage:
+    if not isinstance(usage, Usage):
+        raise InvalidTokens(f"usage must be a chatkeep.Usage, got {type(usage).__name__}")
+    _check_tokens(usage.prompt_tokens, "prompt_tokens")
+    _check_tokens(usage.completion_tokens, "completion_tokens")
+    return usage
+
+
+def _check_session_id(session_id: object) -> str:
+    """A session id to look up: text the database can compare (a wrong one is simply
+    not found)."""
+    return check_text(session_id, "session id")
 
 
 class ChatSession:
@@ -125,8 +150,7 @@ class ChatSession:
 
     @anonymize_pii.setter
     def anonymize_pii(self, value: bool) -> None:
-        if not isinstance(value, bool):
-            raise TypeError("anonymize_pii must be a bool")
+        check_bool(value, "anonymize_pii")
         self._row = self._repo.update_session(self.id, anonymize_pii=value)
 
     def _replace_row(self, row: SessionRow) -> None:
@@ -149,11 +173,36 @@ class ChatSession:
 
     @property
     def messages(self) -> list[Message]:
-        """Every message in order, tool plumbing included."""
+        """Every message in order, tool plumbing included (``read_messages()``)."""
+        return self.read_messages()
+
+    def read_messages(self) -> list[Message]:
+        """Every message in order, tool plumbing and retracted messages included."""
         return self._repo.read_messages(self.id)
+
+    def set_anonymize_pii(self, value: bool) -> None:
+        """This conversation's redaction switch (the ``anonymize_pii`` setter's method form,
+        which the async twin shares)."""
+        self.anonymize_pii = value
+
+    def retract_last(self) -> Message | None:
+        """Retract the newest live message: kept for the record and marked, but never
+        replayed, summarised or distilled again (the Agents SDK's ``pop_item``). Returns
+        it, or ``None`` when nothing is live. A message already folded into the summary
+        stays in the summary."""
+        message = self._repo.retract_last(self.id)
+        self.refresh()
+        return message
+
+    def retract_all(self) -> int:
+        """Retract every live message and drop the running summary (``clear_session``):
+        the record stays, the replay starts empty. Returns how many were retracted."""
+        count, self._row = self._repo.retract_all(self.id)
+        return count
 
     def messages_after(self, seq: int) -> list[Message]:
         """Messages with ``seq`` greater than ``seq`` (what compression reads)."""
+        check_int(seq, "seq", maximum=INT32_MAX)
         return self._repo.read_messages(self.id, after_seq=seq)
 
     # -- writing -------------------------------------------------------------------------
@@ -186,7 +235,8 @@ class ChatSession:
         a streamed completion (the list of chunks, or the SDK's stream object after it
         finished), an OpenAI Responses ``Response``, or an Anthropic ``Message``.
         """
-        turn = assistant_turn_from_response(response)
+        metadata = check_metadata(metadata, error=InvalidMessage)
+        turn = _reading("a model response", assistant_turn_from_response, response)
         return self.add_drafts([MessageDraft.from_turn(turn, metadata)])[0]
 
     def record(self, payload: Any, *, format: str) -> list[Message]:
@@ -198,35 +248,28 @@ class ChatSession:
         """
         from chatkeep.formats import get_format
 
-        return self.add_drafts(get_format(format).from_wire(payload))
+        wire = get_format(format)
+        return self.add_drafts(_reading(f"a {wire.NAME} payload", wire.from_wire, payload))
 
     def add_drafts(self, drafts: Sequence[MessageDraft]) -> list[Message]:
         """Validate and append several messages in one transaction: all of them or none."""
-        batch = []
-        for draft in drafts:
-            if not isinstance(draft, MessageDraft):
-                raise InvalidMessage(f"expected a MessageDraft, got {type(draft).__name__}")
-            _validate(draft.role, draft.content, draft.tool_calls, draft.tool_call_id)
-            billed = None
-            if draft.usage is not None:
-                _check_tokens(draft.usage.prompt_tokens, "prompt_tokens")
-                _check_tokens(draft.usage.completion_tokens, "completion_tokens")
-                billed = BilledUsage("chat", draft.usage, draft.model)
-            batch.append((draft, self._tokens_of(draft), billed))
-        messages, self._row = self._repo.append_messages(self.id, batch)
+        messages, self._row = self._repo.append_messages(
+            self.id, prepare_batch(drafts, self._counter))
         return messages
-
-    def _tokens_of(self, draft: MessageDraft) -> int:
-        return self._counter.count(draft.content or "") + sum(
-            self._counter.count(c.name + c.arguments) for c in draft.tool_calls)
 
     def add_tool_result(self, tool_call_id: str, content: str | Mapping[str, Any] | list[Any],
                         *, name: str | None = None,
                         metadata: Mapping[str, Any] | None = None) -> Message:
         """Record a tool's result; ``tool_call_id`` must answer an earlier, unanswered call.
         A mapping or list is stored as its JSON text."""
-        if not isinstance(content, str):
-            content = json.dumps(content, ensure_ascii=False, default=str)
+        if isinstance(content, Mapping | list):
+            try:
+                content = json.dumps(content, ensure_ascii=False, default=str)
+            except (TypeError, ValueError, RecursionError) as exc:
+                raise InvalidMessage(f"tool result content is not JSON: {exc}") from None
+        elif not isinstance(content, str):
+            raise InvalidMessage("tool result content must be a string, a mapping or a list "
+                                 f"(use '' for an empty result), got {type(content).__name__}")
         return self.add_message(Role.TOOL, content, tool_call_id=tool_call_id, name=name,
                                 metadata=metadata)
 
@@ -236,8 +279,9 @@ class ChatSession:
                     usage: Usage | None = None, model: str | None = None,
                     metadata: Mapping[str, Any] | None = None) -> Message:
         """Validate and append any message; the generic form behind the ``add_*`` helpers."""
-        draft = MessageDraft(Role.parse(role), content, parse_tool_calls(tool_calls),
-                             tool_call_id, name, usage, model, dict(metadata or {}))
+        draft = MessageDraft(Role.parse(role), content, _tool_calls(tool_calls),
+                             tool_call_id, name, usage, model,
+                             check_metadata(metadata, error=InvalidMessage))
         return self.add_drafts([draft])[0]
 
     def add_tokens(self, n: int, *, purpose: str = "manual", model: str | None = None) -> int:
@@ -247,18 +291,72 @@ class ChatSession:
 
     def record_usage(self, purpose: str, usage: Usage, model: str | None = None) -> int:
         """Bill a model call made on this session's behalf; returns the new total."""
-        if purpose not in PURPOSES:
-            raise InvalidTokens(f"unknown usage purpose {purpose!r} (expected one of {PURPOSES})")
-        _check_tokens(usage.prompt_tokens, "prompt_tokens")
-        _check_tokens(usage.completion_tokens, "completion_tokens")
+        if not isinstance(purpose, str) or purpose not in PURPOSES:
+            raise InvalidTokens(
+                f"unknown usage purpose {purpose!r} (expected one of {PURPOSES})"[:300])
+        _check_usage(usage)
+        check_optional_text(model, "model", error=InvalidTokens, max_length=MODEL_MAX)
         self._row = self._repo.add_usage(self.id, BilledUsage(purpose, usage, model))
         return self._row.total_tokens
 
 
-def _validate(role: Role, content: str | None, calls: tuple[ToolCall, ...],
-              tool_call_id: str | None) -> None:
-    if content is not None and not isinstance(content, str):
-        raise InvalidMessage(f"content must be a string, got {type(content).__name__}")
+def _reading(what: str, read: Callable[[Any], _T], payload: Any) -> _T:
+    """A wire-format reader's result; a payload it trips over (a field of the wrong type
+    deep inside) is ``InvalidMessage`` too, never a bare ``TypeError``."""
+    try:
+        return read(payload)
+    except ChatkeepError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError,
+            RecursionError) as exc:
+        raise InvalidMessage(f"not {what} chatkeep can read: "
+                             f"{type(exc).__name__}: {exc}"[:500]) from None
+
+
+def _tool_calls(raw: object) -> tuple[ToolCall, ...]:
+    """``tool_calls=`` as given to ``add_message``/``add_assistant``: ``ToolCall`` objects
+    or OpenAI-format dicts, in a list."""
+    if raw is None:
+        return ()
+    if isinstance(raw, str | bytes | Mapping) or not isinstance(raw, Sequence):
+        raise InvalidMessage(f"tool_calls must be a list, got {type(raw).__name__}")
+    try:
+        return parse_tool_calls(raw)
+    except ChatkeepError:
+        raise
+    except (AttributeError, TypeError, ValueError, RecursionError) as exc:
+        raise InvalidMessage(f"tool_calls: not an OpenAI tool call: {exc}") from None
+
+
+def _validate(draft: object) -> MessageDraft:
+    """Everything a message must satisfy before it is written, in one place (``add_*``,
+    ``add_drafts``, ``record`` and the importer all come here): the role rules, and every
+    value the database would refuse, refused with the field named."""
+    if not isinstance(draft, MessageDraft):
+        raise InvalidMessage(f"expected a MessageDraft, got {type(draft).__name__}")
+    role = Role.parse(draft.role)
+    content = draft.content
+    if content is not None:
+        check_text(content, "content", error=InvalidMessage)
+    calls = draft.tool_calls
+    if not isinstance(calls, tuple):
+        calls = _tool_calls(calls)
+    for call in calls:
+        if not isinstance(call, ToolCall):
+            raise InvalidMessage(f"tool_calls must hold ToolCall objects, "
+                                 f"got {type(call).__name__}")
+        check_text(call.id, "tool call id", error=InvalidMessage, max_length=TOOL_CALL_ID_MAX)
+        check_text(call.name, f"tool call {call.id!r} name", error=InvalidMessage,
+                   max_length=TOOL_NAME_MAX)
+        check_text(call.arguments, f"tool call {call.id!r} arguments", error=InvalidMessage)
+    tool_call_id = check_optional_text(draft.tool_call_id, "tool_call_id", error=InvalidMessage,
+                                       max_length=TOOL_CALL_ID_MAX)
+    check_optional_text(draft.name, "name", error=InvalidMessage, max_length=NAME_MAX)
+    check_optional_text(draft.model, "model", error=InvalidMessage, max_length=MODEL_MAX)
+    if draft.usage is not None:
+        _check_usage(draft.usage)
+    metadata = check_metadata(draft.metadata, error=InvalidMessage)
+    native = check_metadata(draft.native, "native", error=InvalidMessage)
     if calls and role is not Role.ASSISTANT:
         raise InvalidMessage(f"only assistant messages carry tool calls, not {role.value}")
     if tool_call_id is not None and role is not Role.TOOL:
@@ -266,7 +364,8 @@ def _validate(role: Role, content: str | None, calls: tuple[ToolCall, ...],
     if len({c.id for c in calls}) != len(calls):
         raise InvalidMessage("tool call ids within one message must be distinct")
     if role is Role.ASSISTANT:
-        if not calls and not (content and content.strip()):
+        # (A reasoning item alone is an assistant message too: the Agents SDK stores it so.)
+        if not calls and not (content and content.strip()) and not native:
             raise InvalidMessage("an assistant message needs text or tool calls")
     elif role is Role.TOOL:
         if not tool_call_id:
@@ -275,6 +374,30 @@ def _validate(role: Role, content: str | None, calls: tuple[ToolCall, ...],
             raise InvalidMessage("a tool message needs content (use '' for an empty result)")
     elif not (content and content.strip()):
         raise InvalidMessage(f"a {role.value} message needs non-empty text")
+    if (role is not draft.role or calls is not draft.tool_calls
+            or metadata is not draft.metadata or native is not draft.native):
+        draft = MessageDraft(role, content, calls, tool_call_id, draft.name, draft.usage,
+                             draft.model, metadata, native)
+    return draft
+
+
+validate_draft = _validate
+
+
+def prepare_batch(drafts: Sequence[MessageDraft], counter: TokenCounter,
+                  ) -> list[tuple[MessageDraft, int, BilledUsage | None]]:
+    """Validate ``drafts`` and pair each with its token count and the usage it bills
+    (purpose ``chat``): what ``Repository.append_messages`` takes."""
+    if isinstance(drafts, str | bytes | Mapping) or not isinstance(drafts, Sequence):
+        raise InvalidMessage(f"expected a list of MessageDraft, got {type(drafts).__name__}")
+    batch = []
+    for item in drafts:
+        draft = _validate(item)
+        billed = None if draft.usage is None else BilledUsage("chat", draft.usage, draft.model)
+        tokens = counter.count(draft.content or "") + sum(
+            counter.count(c.name + c.arguments) for c in draft.tool_calls)
+        batch.append((draft, check_int(tokens, "message tokens", error=InvalidMessage), billed))
+    return batch
 
 
 class SessionService:
@@ -291,31 +414,46 @@ class SessionService:
                title: str | None = None, anonymize_pii: bool = True,
                metadata: Mapping[str, Any] | None = None) -> ChatSession:
         """Start a conversation owned by ``tenant``; ``actor=None`` is an autonomous run."""
-        require_ref(tenant, "tenant")
-        if actor is not None:
-            require_ref(actor, "actor")
-        if subject is not None:
-            require_ref(subject, "subject")
-        if not isinstance(anonymize_pii, bool):
-            raise TypeError("anonymize_pii must be a bool")
-        return self._wrap(self._repo.create_session(
-            tenant, actor, subject, title=title, anonymize_pii=anonymize_pii,
-            metadata=dict(metadata or {})))
+        values = check_session(tenant, actor, subject, title=title,
+                               anonymize_pii=anonymize_pii, metadata=metadata)
+        return self._wrap(self._repo.create_session(tenant, actor, subject, **values))
 
     def get(self, session_id: str, tenant: Ref | None = None) -> ChatSession:
         """Load a session. Request handlers pass ``tenant`` (a wrong one is ``SessionNotFound``);
         background jobs holding only the id may omit it and read ``session.tenant``."""
+        _check_session_id(session_id)
         if tenant is not None:
             require_ref(tenant, "tenant")
         return self._wrap(self._repo.get_session(session_id, tenant))
 
     def tenant_of(self, session_id: str) -> Ref:
         """The tenant that owns ``session_id`` (what a job bills)."""
+        _check_session_id(session_id)
         return self._repo.get_session(session_id).tenant
 
     def list(self, tenant: Ref, *, actor: Ref | None = None, subject: Ref | None = None,
              limit: int = 50) -> list[ChatSession]:
         """A tenant's sessions, most recently active first."""
         require_ref(tenant, "tenant")
+        if actor is not None:
+            require_ref(actor, "actor")
+        if subject is not None:
+            require_ref(subject, "subject")
+        check_int(limit, "limit", minimum=1, maximum=INT32_MAX)
         return [self._wrap(r) for r in self._repo.list_sessions(
             tenant, actor=actor, subject=subject, limit=limit)]
+
+
+def check_session(tenant: object, actor: object = None, subject: object = None, *,
+                  title: object = None, anonymize_pii: object = True,
+                  metadata: object = None) -> dict[str, Any]:
+    """Check what a new session is created with (``create`` and the importer); returns
+    the column values for ``Repository.create_session``."""
+    require_ref(tenant, "tenant")
+    if actor is not None:
+        require_ref(actor, "actor")
+    if subject is not None:
+        require_ref(subject, "subject")
+    return {"title": check_optional_text(title, "title", max_length=TITLE_MAX),
+            "anonymize_pii": check_bool(anonymize_pii, "anonymize_pii"),
+            "metadata": check_metadata(metadata)}

@@ -173,7 +173,8 @@ def test_plan_is_pure_and_counts_framing() -> None:
     messages = [msg(1, "user", "hi"), msg(2, "assistant", calls=("x",)),
                 msg(3, "tool", "r", answers="x")]
     plan = plan_history(system_text="sys", pinned_before=[], summary=None, messages=messages,
-                        config=ChatConfig(), counter=counter, redact=str.upper,
+                        config=ChatConfig(), counter=counter,
+                        redact=lambda text, context=None: text.upper(),
                         format="openai_chat")
     assert [m.content for m in plan.outgoing.messages] == ["HI", None, "R"]
     assert plan.outgoing.messages[1].tool_calls[0].arguments == '{"city": "X"}'

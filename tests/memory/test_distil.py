@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import openai
@@ -44,6 +44,7 @@ class RecordingDispatcher:
 
 # -- 1. trigger -----------------------------------------------------------------------------
 
+@pytest.mark.sync_api  # calls the core's job handler from the test thread
 def test_compression_dispatches_distil_with_the_session_id_only(
         make_keep: Callable[..., Chatkeep], openai_client: openai.OpenAI,
         player: Player) -> None:
@@ -74,6 +75,7 @@ def test_no_dispatch_when_distil_on_compress_is_off(
 
 
 @pytest.mark.parametrize("kind", ["inline", "thread"])
+@pytest.mark.sync_api  # a thread pool runs sync jobs; the async API runs them as tasks (tests/aio)
 def test_compression_distils_through_inline_and_thread_dispatchers(
         make_keep: Callable[..., Chatkeep], openai_client: openai.OpenAI, player: Player,
         kind: str) -> None:
@@ -303,11 +305,20 @@ def test_distiller_usage_is_billed_to_the_sessions_tenant(mkeep: Chatkeep,
 class EmailFilter:
     """A stand-in for the redactor: one placeholder per session."""
 
-    def for_session(self, session: ChatSession) -> Callable[[str], str]:
-        return lambda text: text.replace("alice@example.com", "<EMAIL_1>")
+    def for_session(self, session: ChatSession, known: Sequence[str | None] = ()
+                    ) -> Callable[..., str]:
+        return lambda text, context=None: text.replace("alice@example.com", "<EMAIL_1>")
 
     def restore(self, session: ChatSession, text: str) -> str:
         return text.replace("<EMAIL_1>", "alice@example.com")
+
+    restore_stored = restore
+
+    def store_form(self, session: ChatSession, text: str) -> str:
+        return text
+
+    def sealed_values(self, session: ChatSession, text: str) -> str | None:
+        return None
 
 
 def test_distiller_input_goes_through_the_outbound_filter(

@@ -119,6 +119,7 @@ def test_recall_ranks_by_relevance_then_recency(mkeep: Chatkeep, player: Player)
     assert mkeep.memory.recall(s, query="the of and") == mkeep.memory.recall(s)  # stopwords only
 
 
+@pytest.mark.sync_api  # inspects the engine directly
 def test_recall_is_served_by_a_text_index(keep: Chatkeep) -> None:
     with keep.engine.connect() as conn:
         if conn.dialect.name == "sqlite":

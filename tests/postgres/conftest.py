@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from pg_workers import open_keep
 
 from chatkeep import Chatkeep
 
@@ -17,12 +18,13 @@ def pg_url(pg_schema_url: str) -> str:
 
 
 @pytest.fixture
-def pg_keep(pg_url: str) -> Iterator[Callable[..., Chatkeep]]:
-    """Factory for ``Chatkeep`` on the test schema (closed afterwards)."""
-    made: list[Chatkeep] = []
+def pg_keep(pg_url: str, api: str) -> Iterator[Callable[..., Chatkeep]]:
+    """Factory for ``Chatkeep`` on the test schema (closed afterwards); on the ``async``
+    axis the sync API driven through ``AsyncChatkeep`` (see tests/conftest.py)."""
+    made: list[Any] = []
 
     def factory(**kwargs: Any) -> Chatkeep:
-        keep = Chatkeep(pg_url, **kwargs)
+        keep = open_keep(pg_url, api, **kwargs)
         made.append(keep)
         return keep
 

@@ -48,9 +48,19 @@ def compressor(summarizer: RangeSummarizer) -> HistoryCompressor:
                              summary_max_tokens=200)
 
 
-def append_worker(url: str, session_id: str, worker: int, count: int, start: Any) -> None:
+def open_keep(url: str, api: str, **kwargs: Any) -> Any:
+    """A ``Chatkeep``, or on the ``async`` axis the sync API over ``AsyncChatkeep``."""
+    if api == "async":
+        from chatkeep.testing.aio import SyncOverAsync
+
+        return SyncOverAsync(url, **kwargs)
+    return Chatkeep(url, **kwargs)
+
+
+def append_worker(url: str, session_id: str, worker: int, count: int, start: Any,
+                  api: str = "sync") -> None:
     """``count`` messages, alternating user and billed assistant turns."""
-    keep = Chatkeep(url, create_schema=False)
+    keep = open_keep(url, api, create_schema=False)
     try:
         session = keep.sessions.get(session_id)
         start.wait()
@@ -63,10 +73,10 @@ def append_worker(url: str, session_id: str, worker: int, count: int, start: Any
         keep.close()
 
 
-def build_once_worker(url: str, session_id: str,
-                      barrier: Any) -> tuple[int, list[dict[str, str]]]:
+def build_once_worker(url: str, session_id: str, barrier: Any,
+                      api: str = "sync") -> tuple[int, list[dict[str, str]]]:
     """One ``build_history`` on an over-budget session, all processes at once."""
-    keep = Chatkeep(url, create_schema=False)
+    keep = open_keep(url, api, create_schema=False)
     try:
         summarizer = RangeSummarizer(barrier)
         history = compressor(summarizer).build_history(keep.sessions.get(session_id), SYSTEM)
@@ -75,10 +85,10 @@ def build_once_worker(url: str, session_id: str,
         keep.close()
 
 
-def chat_worker(url: str, session_id: str, worker: int, turns: int,
-                start: Any) -> tuple[int, list[list[dict[str, str]]]]:
+def chat_worker(url: str, session_id: str, worker: int, turns: int, start: Any,
+                api: str = "sync") -> tuple[int, list[list[dict[str, str]]]]:
     """A chat loop sharing one session with the other workers: append, then build."""
-    keep = Chatkeep(url, create_schema=False)
+    keep = open_keep(url, api, create_schema=False)
     try:
         summarizer = RangeSummarizer()
         hc = compressor(summarizer)

@@ -23,7 +23,7 @@ from pg_workers import (
 )
 
 from chatkeep import Chatkeep, Ref
-from chatkeep.history.compressor import SUMMARY_HEADER
+from chatkeep.formats.base import SUMMARY_HEADER
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -63,11 +63,11 @@ def check_summary_steps(summary: str | None, watermark: int, version: int) -> No
 
 
 def test_eight_processes_appending_lose_and_duplicate_nothing(
-        pool: Any, pg_url: str, pg_keep: Callable[..., Chatkeep]) -> None:
+        pool: Any, pg_url: str, pg_keep: Callable[..., Chatkeep], api: str) -> None:
     keep = pg_keep()
     session = keep.sessions.create(tenant=ORG)
     count = 200
-    run(pool, append_worker, lambda w, start: (pg_url, session.id, w, count, start))
+    run(pool, append_worker, lambda w, start: (pg_url, session.id, w, count, start, api))
 
     messages = session.messages
     total = WORKERS * count
@@ -88,14 +88,14 @@ def test_eight_processes_appending_lose_and_duplicate_nothing(
 
 
 def test_eight_processes_compressing_at_once_store_one_summary(
-        pool: Any, pg_url: str, pg_keep: Callable[..., Chatkeep]) -> None:
+        pool: Any, pg_url: str, pg_keep: Callable[..., Chatkeep], api: str) -> None:
     keep = pg_keep()
     session = keep.sessions.create(tenant=ORG)
     for i in range(10):  # 20 messages of ~80 tokens: ~1600 tokens against a 1000 budget
         session.add_user(f"U{i} " + "question " * 40)
         session.add_assistant(f"A{i} " + "answer " * 40)
     # The barrier is in the summariser: all eight are inside it at once.
-    outcomes = run(pool, build_once_worker, lambda w, barrier: (pg_url, session.id, barrier))
+    outcomes = run(pool, build_once_worker, lambda w, barrier: (pg_url, session.id, barrier, api))
 
     session.refresh()
     # Eight summaries were computed for the same step; exactly one was stored.
@@ -115,11 +115,11 @@ def test_eight_processes_compressing_at_once_store_one_summary(
 
 
 def test_eight_processes_chatting_on_one_session_fold_each_step_once(
-        pool: Any, pg_url: str, pg_keep: Callable[..., Chatkeep]) -> None:
+        pool: Any, pg_url: str, pg_keep: Callable[..., Chatkeep], api: str) -> None:
     keep = pg_keep()
     session = keep.sessions.create(tenant=ORG)
     turns = 25
-    outcomes = run(pool, chat_worker, lambda w, start: (pg_url, session.id, w, turns, start))
+    outcomes = run(pool, chat_worker, lambda w, start: (pg_url, session.id, w, turns, start, api))
 
     session.refresh()
     version = session.row.summary_version

@@ -41,7 +41,7 @@ class Killer:
     def __call__(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         if self.killed is not None or not self.pattern.match(statement.lstrip()):
             return
-        pid = cursor.connection.info.backend_pid
+        pid = conn.connection.driver_connection.info.backend_pid  # psycopg, sync or async
         with psycopg.connect(self.dsn, autocommit=True) as admin:
             row = admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,)).fetchone()
         assert row is not None and row[0] is True

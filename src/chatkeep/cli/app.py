@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-import logging
+from typing import Annotated
 
 import typer
 
+from chatkeep import __version__
+from chatkeep.cli.common import ChatkeepGroup, log_to_stderr
 from chatkeep.cli.db import db_app
 from chatkeep.cli.demo import demo
 from chatkeep.cli.memories import memories_app, sweep
+from chatkeep.cli.privacy import privacy_app
 from chatkeep.cli.sessions import history, sessions_app, usage
 from chatkeep.cli.transfer import import_file
 
 app = typer.Typer(help="chatkeep: durable multi-tenant chat sessions within a token budget.",
-                  no_args_is_help=True, pretty_exceptions_enable=False)
+                  no_args_is_help=True, pretty_exceptions_enable=False, cls=ChatkeepGroup,
+                  context_settings={"help_option_names": ["-h", "--help"]})
 app.command()(demo)
 app.add_typer(sessions_app, name="sessions")
 app.command()(history)
@@ -22,12 +26,25 @@ app.command()(usage)
 app.add_typer(db_app, name="db")
 app.command()(sweep)
 app.add_typer(memories_app, name="memories")
+app.add_typer(privacy_app, name="privacy")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"chatkeep {__version__}")
+        raise typer.Exit()
 
 
 @app.callback()
-def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log what happens.")) -> None:
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+def _root(ctx: typer.Context,
+          verbose: Annotated[bool, typer.Option(
+              "--verbose", "-v", help="Log what happens (also accepted after the command).")]
+          = False,
+          version: Annotated[bool, typer.Option(
+              "--version", callback=_version, is_eager=True,
+              help="Print the version and exit.")] = False) -> None:
+    if verbose:
+        ctx.call_on_close(log_to_stderr())
 
 
 def main() -> None:

@@ -9,28 +9,38 @@ from typing import Annotated
 import typer
 from alembic.util import CommandError
 from sqlalchemy import Engine
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import SQLAlchemyError
 
-from chatkeep.cli.common import DEFAULT_DB, DbOption, console, err_console, safe
+from chatkeep.cli.common import DEFAULT_DB, DbOption, console, fail, require_existing
 from chatkeep.errors import ChatkeepError
 from chatkeep.store import migrate
-from chatkeep.store.engine import make_engine
+from chatkeep.store.connections import store_error
+from chatkeep.store.engine import describe_url, make_engine
 
 db_app = typer.Typer(help="Schema migrations.", no_args_is_help=True)
 Revision = Annotated[str, typer.Argument(help="Target revision ('head', 'base', or an id).")]
+TargetRevision = Annotated[str, typer.Argument(
+    help="Target revision ('base' or an id).", show_default=False)]
 
 
 @contextmanager
-def _database(db: str) -> Iterator[Engine]:
+def _database(db: str, *, existing: bool = True) -> Iterator[Engine]:
     """An engine for one command; a bad URL, an unreachable server or an unknown revision
-    becomes a red message and exit code 1, and the engine is always disposed."""
+    becomes a red message and exit code 1, and the engine is always disposed.
+    ``existing``: a missing SQLite file is an error, not a new database (only ``upgrade``
+    creates one)."""
+    if existing:
+        require_existing(db, schema=False)
     engine = None
     try:
         engine = make_engine(db)
         yield engine
-    except (ChatkeepError, CommandError, DBAPIError) as exc:
-        err_console.print(f"[red]error:[/red] {safe(exc)}")
-        raise typer.Exit(1) from None
+    except ChatkeepError as exc:
+        fail(str(exc))
+    except CommandError as exc:
+        fail(f"migration: {exc}")
+    except SQLAlchemyError as exc:
+        fail(f"{describe_url(db)}: {str(store_error(exc)).removeprefix('database error: ')}")
     finally:
         if engine is not None:
             engine.dispose()
@@ -38,15 +48,15 @@ def _database(db: str) -> Iterator[Engine]:
 
 @db_app.command()
 def upgrade(revision: Revision = "head", db: DbOption = DEFAULT_DB) -> None:
-    """Apply migrations up to REVISION (default: the newest)."""
-    with _database(db) as engine:
+    """Apply migrations up to REVISION (default: the newest); creates a SQLite file."""
+    with _database(db, existing=False) as engine:
         before = migrate.current(engine)
         migrate.upgrade(engine, revision)
         console.print(f"schema: {before or 'empty'} -> {migrate.current(engine)}")
 
 
 @db_app.command()
-def downgrade(revision: Revision, db: DbOption = DEFAULT_DB) -> None:
+def downgrade(revision: TargetRevision, db: DbOption = DEFAULT_DB) -> None:
     """Revert migrations down to REVISION ('base' drops every chatkeep table)."""
     with _database(db) as engine:
         before = migrate.current(engine)

@@ -6,16 +6,23 @@ Offline by default (the extractive summariser); with an endpoint configured
 
 from __future__ import annotations
 
+import os
+import shlex
 from importlib import resources
 from typing import Annotated
 
 import typer
 from rich.panel import Panel
+from sqlalchemy.engine import make_url
 
-from chatkeep.cli.common import ConfigOption, console, open_keep, safe
+from chatkeep.cli.common import ConfigOption, DbOption, console, open_keep, safe
 from chatkeep.importing import ImportedMessage, append_all, parse_lines
 from chatkeep.messages import Role
 from chatkeep.refs import Ref
+from chatkeep.store.engine import describe_url
+from chatkeep.validation import INT32_MAX
+
+DEMO_DB = "sqlite:///chatkeep-demo.db"
 
 DEMO_SYSTEM_PROMPT = (
     "You are a careful legal assistant working on commercial property disputes. "
@@ -28,10 +35,12 @@ def demo_messages() -> list[ImportedMessage]:
     return parse_lines(text.splitlines(), "chatkeep/demo/conversation.jsonl")
 
 
-def demo(db: Annotated[str, typer.Option("--db", help="Database URL.")]
-         = "sqlite:///chatkeep-demo.db",
-         budget: Annotated[int, typer.Option(help="max_history_tokens for the demo.")] = 2000,
-         recent: Annotated[int, typer.Option(help="recent_messages_min.")] = 4,
+def demo(db: DbOption = DEMO_DB,
+         budget: Annotated[int, typer.Option(
+             min=100, max=INT32_MAX, help="History budget (chat.max_history_tokens).")] = 2000,
+         recent: Annotated[int, typer.Option(
+             min=0, max=1000,
+             help="Messages always replayed verbatim (chat.recent_messages_min).")] = 4,
          config: ConfigOption = None) -> None:
     """Replay a bundled conversation turn by turn: budget, compressions, summary, watermark."""
     settings = {"chat": {"max_history_tokens": budget, "recent_messages_min": recent,
@@ -44,7 +53,8 @@ def demo(db: Annotated[str, typer.Option("--db", help="Database URL.")]
                                        Ref("matter", "M-100"), title="chatkeep demo")
         console.print(Panel.fit(
             f"session {session.id}\n{len(messages)} messages · budget {budget} tokens · "
-            f"last {recent} always verbatim · summaries by the {summariser}\ndatabase {db}",
+            f"last {recent} always verbatim · summaries by the {summariser}\n"
+            f"database {safe(describe_url(db))}",
             title="chatkeep demo"))
         console.print("turn  stored  replayed  history tokens / budget  watermark")
         turns = 0
@@ -77,4 +87,16 @@ def demo(db: Annotated[str, typer.Option("--db", help="Database URL.")]
         stored = session.message_count
         console.print(f"{stored} messages stored, none deleted; the next call replays "
                       f"{len(session.messages_after(session.summary_watermark))} after the "
-                      f"watermark. Inspect: chatkeep sessions show {session.id} --db {db}")
+                      "watermark.")
+        # One line, never wrapped, no markup: it is meant to be copied and pasted.
+        console.print(f"Inspect: chatkeep sessions show {session.id}{_db_argument(db)}",
+                      soft_wrap=True, markup=False, highlight=False)
+
+
+def _db_argument(db: str) -> str:
+    """`` --db URL`` for the hint, shell-quoted; nothing when the environment already
+    names that database, and the password hidden if the URL has one."""
+    if os.environ.get("CHATKEEP_DATABASE_URL") == db:
+        return ""
+    shown = describe_url(db) if make_url(db).password else db
+    return f" --db {shlex.quote(shown)}"

@@ -1,4 +1,4 @@
-"""``chatkeep sweep`` and ``chatkeep memories list|forget``.
+"""``chatkeep sweep`` and ``chatkeep memories list|forget|embed``.
 
 Mount on the root app::
 
@@ -13,53 +13,74 @@ Overlapping runs are safe: each session is claimed by compare-and-set.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated, Any
 
 import typer
 from rich.progress import Progress
 from rich.table import Table
 
+from chatkeep.app import Chatkeep
 from chatkeep.cli.common import (
     DEFAULT_DB,
     ConfigOption,
     DbOption,
+    JsonOption,
     console,
-    err_console,
+    fail,
     open_keep,
     parse_ref,
+    print_json,
+    ref_json,
+    require_ref,
     safe,
 )
-from chatkeep.errors import DistillationError
+from chatkeep.config import parse_duration
+from chatkeep.errors import ConfigError, DistillationError
 from chatkeep.memory.scopes import Scope
+from chatkeep.refs import Ref
+from chatkeep.validation import INT32_MAX
 
 memories_app = typer.Typer(help="Review and erase distilled memories.", no_args_is_help=True)
 
-TenantArg = Annotated[str, typer.Option("--tenant", help="Tenant as TYPE:ID.")]
+TenantArg = Annotated[str, typer.Option("--tenant", help="Tenant as TYPE:ID.",
+                                        show_default=False)]
+
+
+def _idle_after(value: str | None) -> timedelta | None:
+    if value is None:
+        return None
+    try:
+        return parse_duration(value, "--idle-after")
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc).removeprefix("--idle-after: "),
+                                 param_hint="'--idle-after'") from None
 
 
 def sweep(idle_after: Annotated[str | None, typer.Option(
-              help="Idle time before a session is swept: 90 (s), 30m, 2h "
-                   "[default: memory.sweep_idle_after].")] = None,
+              show_default="memory.sweep_idle_after: 30m",
+              help="Idle time before a session is swept: 90 (seconds), 30m, 2h, 1d.")] = None,
           batch_size: Annotated[int | None, typer.Option(
-              help="At most this many sessions [default: memory.sweep_batch_size].")] = None,
+              min=1, max=INT32_MAX, show_default="memory.sweep_batch_size: 100",
+              help="At most this many sessions per run.")] = None,
           db: DbOption = DEFAULT_DB, config: ConfigOption = None) -> None:
     """Distil idle sessions with undistilled messages (run it from cron)."""
     settings: dict[str, Any] = {}
-    if idle_after is not None:
-        settings["sweep_idle_after"] = idle_after
+    idle = _idle_after(idle_after)
+    if idle is not None:
+        settings["sweep_idle_after"] = idle
     if batch_size is not None:
         settings["sweep_batch_size"] = batch_size
-    with open_keep(db, config, settings={"memory": settings} if settings else None) as keep:
+    with open_keep(db, config, settings={"memory": settings} if settings else None,
+                   existing=True) as keep:
         if keep.model is None:
-            err_console.print("[red]error:[/red] no model configured: set llm.base_url / "
-                              "OPENAI_API_KEY to distil memories")
-            raise typer.Exit(1)
+            fail("no model configured: set llm.base_url / OPENAI_API_KEY to distil memories")
         claimed = keep.memory.claim_idle()
         if not claimed:
             console.print("nothing to distil")
             return
         table = Table("tenant", "seq", "new", "superseded", "dupes", "status")
-        table.add_column("session", no_wrap=True)
+        table.add_column("session", no_wrap=True, min_width=36)
         failures = 0
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task("distilling", total=len(claimed))
@@ -82,26 +103,36 @@ def sweep(idle_after: Annotated[str | None, typer.Option(
 
 @memories_app.command("list")
 def list_memories(tenant: TenantArg,
-                  actor: Annotated[str | None, typer.Option(help="Actor as TYPE:ID.")] = None,
+                  actor: Annotated[str | None, typer.Option(
+                      help="Only this actor's personal memories, TYPE:ID.")] = None,
                   subject: Annotated[str | None, typer.Option(
-                      help="Subject as TYPE:ID.")] = None,
-                  scope: Annotated[Scope | None, typer.Option(help="Only this scope.")] = None,
+                      help="Only memories about this subject, TYPE:ID.")] = None,
+                  scope: Annotated[Scope | None, typer.Option(
+                      help="Only this scope.", show_default="every scope")] = None,
                   include_superseded: Annotated[bool, typer.Option(
                       "--all", help="Include superseded memories.")] = False,
-                  limit: int = 100, db: DbOption = DEFAULT_DB) -> None:
+                  limit: Annotated[int, typer.Option(
+                      min=1, max=INT32_MAX, help="At most this many memories.")] = 100,
+                  as_json: JsonOption = False, db: DbOption = DEFAULT_DB) -> None:
     """A tenant's memories, newest first."""
-    tenant_ref = parse_ref(tenant, "tenant")
-    assert tenant_ref is not None
-    with open_keep(db) as keep:
-        rows = keep.memory.list(tenant_ref, scope=scope, actor=parse_ref(actor, "actor"),
-                                subject=parse_ref(subject, "subject"),
+    tenant_ref = require_ref(tenant, "tenant")
+    actor_ref, subject_ref = parse_ref(actor, "actor"), parse_ref(subject, "subject")
+    with open_keep(db, existing=True) as keep:
+        rows = keep.memory.list(tenant_ref, scope=scope, actor=actor_ref, subject=subject_ref,
                                 include_superseded=include_superseded, limit=limit)
+        if as_json:
+            print_json([{"id": m.id, "scope": str(m.scope), "tenant": ref_json(m.tenant),
+                         "subject": ref_json(m.subject), "actor": ref_json(m.actor),
+                         "content": m.content, "updated_at": m.updated_at.isoformat(),
+                         "superseded_by": m.superseded_by} for m in rows])
+            return
         table = Table("id", "scope", "about", "memory", "updated", "superseded by")
         for m in rows:
             table.add_row(str(m.id), m.scope, safe(m.subject or m.actor or "-"), safe(m.content),
                           m.updated_at.strftime("%Y-%m-%d %H:%M"),
                           "-" if m.superseded_by is None else str(m.superseded_by))
         console.print(table)
+        console.print(recall_note(keep, tenant_ref))
 
 
 @memories_app.command("forget")
@@ -113,15 +144,61 @@ def forget(tenant: TenantArg,
            yes: Annotated[bool, typer.Option("--yes", help="Do not ask.")] = False,
            db: DbOption = DEFAULT_DB) -> None:
     """Erase one person's personal memories (right to erasure), or a whole tenant's."""
-    tenant_ref = parse_ref(tenant, "tenant")
+    tenant_ref = require_ref(tenant, "tenant")
     actor_ref = parse_ref(actor, "actor")
-    assert tenant_ref is not None
     if whole_tenant == (actor_ref is not None):
-        raise typer.BadParameter("pass either --actor or --whole-tenant")
+        raise typer.BadParameter("pass either --actor or --whole-tenant",
+                                 param_hint="'--actor' / '--whole-tenant'")
     what = f"every memory of {tenant_ref}" if whole_tenant else \
         f"the personal memories of {actor_ref} in {tenant_ref}"
     if not yes:
         typer.confirm(f"Erase {what}?", abort=True)
-    with open_keep(db) as keep:
+    with open_keep(db, existing=True) as keep:
         deleted = keep.memory.forget(tenant_ref, actor_ref, whole_tenant=whole_tenant)
-    console.print(f"erased {deleted} memories ({what})")
+    console.print(f"erased {deleted} memories ({safe(what)})")
+
+
+def recall_note(keep: Chatkeep, tenant: Ref | None = None) -> str:
+    """One line saying how recall ranks: full-text only (no embedding model configured) or
+    hybrid, with how many live memories still wait for a vector."""
+    status = keep.memory.vector_status(tenant)
+    if status is None:
+        return ("recall: full-text only (set memory.embedding_model for recall by meaning "
+                "as well)")
+    note = (f"recall: hybrid (full text + {safe(status.model)} vectors); "
+            f"{status.embedded} of {status.embedded + status.missing} live memories embedded")
+    if status.missing:
+        note += f", {status.missing} waiting: run `chatkeep memories embed`"
+    return note
+
+
+@memories_app.command("embed")
+def embed(batch_size: Annotated[int | None, typer.Option(
+              min=1, max=2048, show_default="memory.embedding_batch_size, 64",
+              help="Memories per embeddings request.")] = None,
+          limit: Annotated[int | None, typer.Option(
+              min=1, max=INT32_MAX, show_default="all",
+              help="Stop after this many memories.")] = None,
+          db: DbOption = DEFAULT_DB, config: ConfigOption = None) -> None:
+    """Embed live memories that have no vector of memory.embedding_model: new ones, ones a
+    failed embedding call left marked, and all of them after a model change. Resumable:
+    each batch is committed, so a second run continues where an interrupted one stopped."""
+    with open_keep(db, config, existing=True) as keep:
+        status = keep.memory.vector_status()
+        if status is None:
+            fail("no embedding model configured: set memory.embedding_model "
+                 "(recall is full-text only)")
+        if not status.missing:
+            console.print(f"nothing to embed: all {status.embedded} live memories have "
+                          f"{safe(status.model)} vectors")
+            return
+        total = status.missing if limit is None else min(limit, status.missing)
+        with Progress(console=console, transient=True) as progress:
+            task = progress.add_task(f"embedding with {safe(status.model)}", total=total)
+            result = keep.memory.embed_missing(
+                batch_size, lambda n: progress.advance(task, n), limit)
+        console.print(f"{result.embedded} embedded, {result.failed} failed "
+                      f"({result.batches} requests to {safe(result.model)})")
+        if result.failed:
+            fail(f"{result.failed} memories could not be embedded; they stay marked, "
+                 "run the command again")

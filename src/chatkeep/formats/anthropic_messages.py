@@ -48,10 +48,16 @@ class AnthropicHistory(History["MessageParam"]):
 
 
 def to_wire(outgoing: Outgoing, info: HistoryInfo) -> AnthropicHistory:
-    """``system`` joins the system texts; consecutive same-role messages are merged into
-    one (so parallel tool results share one user message), and the list starts with a user
-    message."""
+    """``system`` joins the system texts (the summary too, unless its role is ``user``:
+    then it opens the first user message as a block of its own); consecutive same-role
+    messages are merged into one (so parallel tool results share one user message), and
+    the list starts with a user message."""
     merged: list[dict[str, Any]] = []
+    system = outgoing.system_texts()
+    summary = outgoing.summary_text()
+    if summary and outgoing.summary_role == "user":
+        system = outgoing.instruction_texts()
+        merged.append({"role": "user", "content": [{"type": "text", "text": summary}]})
     for message in outgoing.messages:
         role, blocks = message_to_blocks(message)
         if not blocks:
@@ -63,7 +69,7 @@ def to_wire(outgoing: Outgoing, info: HistoryInfo) -> AnthropicHistory:
     if merged and merged[0]["role"] != "user":
         merged.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUE_TEXT}]})
     return AnthropicHistory(cast("list[MessageParam]", merged), info,
-                            system="\n\n".join(outgoing.system_texts()))
+                            system="\n\n".join(system))
 
 
 def message_to_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:

@@ -32,12 +32,30 @@ ChatHistory = History[ChatCompletionMessageParam]
 
 
 def to_wire(outgoing: Outgoing, info: HistoryInfo) -> ChatHistory:
-    """System prompt, pinned instructions and summary as system messages, then the
-    messages; the open turn keeps ``tool_calls`` and a ``tool`` message per call id."""
-    out: list[dict[str, Any]] = [{"role": "system", "content": t}
-                                 for t in outgoing.system_texts()]
-    out.extend(message_to_wire(m) for m in outgoing.messages)
+    """System prompt and pinned instructions as system messages, the summary as a message
+    of its role, then the messages; the open turn keeps ``tool_calls`` and a ``tool``
+    message per call id."""
+    out: list[dict[str, Any]] = [{"role": role, "content": t}
+                                 for role, t in outgoing.leading_messages()]
+    for message in outgoing.messages:
+        if message.role is Role.ASSISTANT and not message.content and not message.tool_calls:
+            continue  # a reasoning item alone: nothing Chat Completions can carry
+        wire = message_to_wire(message)
+        previous = out[-1] if out else None
+        if (previous is not None and previous["role"] == "assistant"
+                and previous.get("tool_calls") and wire["role"] == "assistant"):
+            # Calls recorded one message per call (as the Agents SDK stores them) go out as
+            # one assistant message: Chat Completions wants every result right after it.
+            previous["content"] = _joined(previous.get("content"), wire.get("content"))
+            previous["tool_calls"] = [*previous["tool_calls"], *wire.get("tool_calls", [])]
+            continue
+        out.append(wire)
     return History(cast(list[ChatCompletionMessageParam], out), info)
+
+
+def _joined(first: str | None, second: str | None) -> str | None:
+    parts = [p for p in (first, second) if p]
+    return "\n\n".join(parts) if parts else None
 
 
 def message_to_wire(message: Message) -> dict[str, Any]:

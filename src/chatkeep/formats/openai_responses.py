@@ -9,6 +9,7 @@ The Agents SDK's session items are this format too.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -37,10 +38,11 @@ ResponsesHistory = History[ResponseInputItemParam]
 
 
 def to_wire(outgoing: Outgoing, info: HistoryInfo) -> ResponsesHistory:
-    """Input items: system texts as ``system`` messages, then the messages; the open turn
-    as reasoning items (verbatim), ``function_call`` and ``function_call_output`` items."""
-    items: list[dict[str, Any]] = [{"role": "system", "content": t}
-                                   for t in outgoing.system_texts()]
+    """Input items: system prompt and pinned instructions as ``system`` messages, the
+    summary as a message of its role, then the messages; the open turn as reasoning items
+    (verbatim), ``function_call`` and ``function_call_output`` items."""
+    items: list[dict[str, Any]] = [{"role": role, "content": t}
+                                   for role, t in outgoing.leading_messages()]
     for message in outgoing.messages:
         items.extend(message_to_items(message))
     return History(cast(list[ResponseInputItemParam], items), info)
@@ -52,6 +54,9 @@ def message_to_items(message: Message) -> list[dict[str, Any]]:
         return [{"type": "function_call_output", "call_id": message.tool_call_id,
                  "output": message.content or ""}]
     native = message.native.get(NAME) or {}
+    original = native.get("item")
+    if isinstance(original, Mapping) and _carries(original, message):
+        return [dict(original)]  # what was recorded, exactly (the Agents SDK matches on it)
     items: list[dict[str, Any]] = [dict(r) for r in native.get("reasoning") or []]
     if message.content:
         items.append({"role": message.role.value, "content": message.content})
@@ -95,42 +100,57 @@ def read_response(response: Any) -> AssistantTurn:
 
 
 def from_wire(payload: Any) -> list[MessageDraft]:
-    """Input items (or a plain string, one user message) as drafts. Consecutive assistant
-    items (reasoning, message, function calls) become one assistant message."""
+    """Input items (or a plain string, one user message) as drafts, one message per item,
+    each keeping its original item (``native[NAME]["item"]``), so a history read back in
+    this format hands back exactly the items that were recorded (the Agents SDK's session
+    contract). A reasoning item is an assistant message of its own, carrying only it."""
     if isinstance(payload, str):
         return [MessageDraft(Role.USER, payload)]
     drafts: list[MessageDraft] = []
-    turn = _AssistantItems()
     for index, raw in enumerate(require_list(payload, "input items")):
         what = f"item {index}"
         item = as_dict(raw, what)
         kind = item.get("type", "message" if "role" in item else None)
         role = item.get("role")
         if kind in ("reasoning", "function_call") or (kind == "message" and role == "assistant"):
-            if turn.closes_before(item):
-                drafts.append(turn.draft())
-                turn = _AssistantItems()
-            turn.add(item, what)
-            continue
-        if not turn.empty:
-            drafts.append(turn.draft())
             turn = _AssistantItems()
-        if kind == "message":
+            turn.add(item, what)
+            draft = turn.draft(alone=True)
+        elif kind == "message":
             mapped = _ROLES.get(str(role))
             if mapped is None:
                 raise InvalidMessage(f"{what}: unknown role {role!r}")
-            drafts.append(MessageDraft(mapped, text_of(item.get("content"), what, _TEXT_PARTS)))
+            draft = MessageDraft(mapped, text_of(item.get("content"), what, _TEXT_PARTS))
         elif kind == "function_call_output":
             output = item.get("output")
             text = text_of(output, what, _TEXT_PARTS) if not isinstance(output, str) else output
-            drafts.append(MessageDraft(Role.TOOL, text if text is not None else "",
-                                       tool_call_id=require_text(item.get("call_id"),
-                                                                 f"{what} call_id")))
+            draft = MessageDraft(Role.TOOL, text if text is not None else "",
+                                 tool_call_id=require_text(item.get("call_id"),
+                                                           f"{what} call_id"))
         else:
             raise InvalidMessage(f"{what}: unknown or unsupported item type {kind!r}")
-    if not turn.empty:
-        drafts.append(turn.draft())
+        native = dict(draft.native.get(NAME) or {})
+        native["item"] = item
+        drafts.append(dataclasses.replace(draft, native={NAME: native}))
     return drafts
+
+
+def _carries(item: Mapping[str, Any], message: Message) -> bool:
+    """Whether the recorded ``item`` still says what ``message`` says (its text was not
+    redacted or clipped on the way out, its call is still there)."""
+    kind = item.get("type", "message")
+    if kind == "reasoning":
+        return not message.content and not message.tool_calls
+    if kind == "function_call":
+        return len(message.tool_calls) == 1 and message.tool_calls[0].arguments == \
+            item.get("arguments") and message.tool_calls[0].id == item.get("call_id")
+    if kind == "function_call_output":
+        return message.role is Role.TOOL and message.content == item.get("output")
+    try:
+        return text_of(item.get("content"), "item", _TEXT_PARTS) == \
+            message.content and not message.tool_calls
+    except InvalidMessage:
+        return False
 
 
 @dataclass
@@ -145,11 +165,6 @@ class _AssistantItems:
     @property
     def empty(self) -> bool:
         return not (self.texts or self.calls or self.reasoning)
-
-    def closes_before(self, item: Mapping[str, Any]) -> bool:
-        """A new reasoning item or message after calls starts the next assistant output."""
-        return (bool(self.calls or self.texts) and item.get("type") == "reasoning") or (
-            bool(self.calls) and item.get("type", "message") == "message")
 
     def add(self, item: Mapping[str, Any], what: str) -> None:
         kind = item.get("type", "message")
@@ -170,8 +185,9 @@ class _AssistantItems:
         else:
             raise InvalidMessage(f"{what}: unknown or unsupported item type {kind!r}")
 
-    def draft(self) -> MessageDraft:
-        if not (self.texts or self.calls):
+    def draft(self, alone: bool = False) -> MessageDraft:
+        """The assistant message; ``alone`` allows a reasoning item by itself."""
+        if not (self.texts or self.calls or (alone and self.reasoning)):
             raise InvalidMessage("reasoning items must come with the assistant output they "
                                  "belong to (a message or a function call)")
         native: dict[str, Any] = {}

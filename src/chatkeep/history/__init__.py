@@ -7,12 +7,15 @@ from chatkeep.history.summarizer import (
     Summarizer,
     SummaryResult,
 )
+from chatkeep.history.summary import StructuredSummary, SummaryItem
 
 __all__ = [
     "ExtractiveSummarizer",
     "HistoryCompressor",
     "LLMSummarizer",
     "OutboundFilter",
+    "StructuredSummary",
     "Summarizer",
+    "SummaryItem",
     "SummaryResult",
 ]

@@ -28,13 +28,15 @@ from chatkeep.formats import AnthropicHistory, History, HistoryInfo, get_format
 from chatkeep.formats.openai_chat import ChatHistory
 from chatkeep.formats.openai_responses import ResponsesHistory
 from chatkeep.history.clip import clip
-from chatkeep.history.plan import HistoryPlan, plan_history
+from chatkeep.history.plan import HistoryPlan, TextFilter, plan_history, previous_texts
 from chatkeep.history.summarizer import (
     ExtractiveSummarizer,
     LLMSummarizer,
+    StructuredSummarizer,
     Summarizer,
     SummaryResult,
 )
+from chatkeep.history.summary import StructuredSummary, through_filter
 from chatkeep.llm.base import as_chat_model
 from chatkeep.messages import Message
 from chatkeep.sessions import ChatSession
@@ -51,21 +53,43 @@ SUMMARY_PROMPT_RESERVE = 400
 class OutboundFilter(Protocol):
     """Turns text into what may leave for a model on a session's behalf (PII redaction)."""
 
-    def for_session(self, session: ChatSession) -> Callable[[str], str]:
-        """A text filter for ``session`` (the identity when the session does not redact)."""
+    def for_session(self, session: ChatSession,
+                    known: Sequence[str | None] = ()) -> TextFilter:
+        """A text filter for ``session`` (the identity when the session does not redact);
+        ``known`` are sealed value sets carried by recalled memories, redacted literally."""
         ...
 
-    def restore(self, session: ChatSession, text: str) -> str:
-        """Undo the filter on model-written text (a stored summary) before filtering it
-        again, so its placeholders are kept rather than escaped as user-typed ones."""
+    def restore_stored(self, session: ChatSession, text: str) -> str:
+        """Undo the filter on text chatkeep stored in placeholder form (a summary) before
+        filtering it again, so its placeholders are kept rather than escaped as user-typed
+        ones."""
+        ...
+
+    def store_form(self, session: ChatSession, text: str) -> str:
+        """How to store model-written text (a summary) so ``restore_stored`` reads it right."""
+        ...
+
+
+class RecalledMemory(Protocol):
+    """What a memory provider hands ``build_history``: the text and the personal values it
+    holds (sealed), so the session redacts them literally under its own placeholders."""
+
+    @property
+    def content(self) -> str:
+        """The memory's text, real values included."""
+        ...
+
+    @property
+    def sealed_pii(self) -> str | None:
+        """Sealed set of the personal values ``content`` holds (``None``: none)."""
         ...
 
 
 CompressHook = Callable[[ChatSession], None]
-MemoryProvider = Callable[[ChatSession], Sequence[str]]
+MemoryProvider = Callable[[ChatSession], Sequence[str | RecalledMemory]]
 
 
-def _identity(text: str) -> str:
+def _identity(text: str, context: str | None = None) -> str:
     return text
 
 
@@ -144,32 +168,39 @@ class HistoryCompressor:
         if not isinstance(system_prompt, str):
             raise InvalidArgument("system_prompt must be a string (use '' for none), "
                                   f"got {type(system_prompt).__name__}")
+        recalled: Sequence[str | RecalledMemory] | None = memories
         if memories is None and self.memory_provider is not None:
-            memories = self._recall(session)
+            recalled = self._recall(session)
+        texts = [m if isinstance(m, str) else m.content for m in recalled or ()]
+        known = [m.sealed_pii for m in recalled or () if not isinstance(m, str)]
         lost_races = 0
         compressed = summary_failed = False
         while True:
             # Re-read first: the switches, summary and watermark may have moved elsewhere.
-            redact, row = self._filter(session.refresh()), session.row
+            redact, row = self._filter(session.refresh(), known), session.row
             pinned_before, messages = session.repository.read_unsummarised(
                 session.id, row.summary_watermark)
+            previous = self._model_summary(session, row.summary, redact)
             plan = plan_history(
-                system_text=redact(_with_memories(system_prompt, memories)),
+                system_text=redact(_with_memories(system_prompt, texts)),
                 pinned_before=pinned_before,
-                summary=self._model_text(session, row.summary, redact),
+                summary=(previous.render() or None) if previous else None,
                 messages=messages, config=self.config,
                 counter=self.counter, redact=redact, format=format,
                 # Fold once per call; after losing several races, replay what is stored.
                 allow_fold=not compressed and not summary_failed
                 and lost_races < MAX_CAS_ATTEMPTS)
             if not plan.fold:
-                return wire.to_wire(plan.outgoing, self._info(
+                outgoing = dataclasses.replace(plan.outgoing,
+                                               summary_role=self.config.summary_role)
+                return wire.to_wire(outgoing, self._info(
                     session, plan, format, compressed=compressed, summary_failed=summary_failed))
-            folded = self._summarize(session, plan.outgoing.summary, plan.fold, redact)
+            folded = self._summarize(session, previous, plan.fold, redact)
             if folded is None:
                 summary_failed = True
                 continue
-            text, through = folded
+            summary, through = folded
+            text = self._stored_form(session, summary)
             new_row = session.repository.compare_and_set_summary(
                 session.id, row.summary_version, text, through)
             if new_row is None:
@@ -193,23 +224,37 @@ class HistoryCompressor:
         return HistoryInfo(plan.tokens, self.config.max_history_tokens, compressed,
                            summary_failed, reason, plan.clipped, format)
 
-    def _filter(self, session: ChatSession) -> Callable[[str], str]:
-        return self.outbound_filter.for_session(session) if self.outbound_filter else _identity
-
-    def _model_text(self, session: ChatSession, text: str | None,
-                    redact: Callable[[str], str]) -> str | None:
-        """Outgoing form of model-written text (the summary): restored, then filtered, so a
-        summary written before redaction was switched on is redacted too."""
-        if not text:
-            return None
+    def _filter(self, session: ChatSession,
+                known: Sequence[str | None] = ()) -> TextFilter:
         if self.outbound_filter is None:
-            return text
-        return redact(self.outbound_filter.restore(session, text))
+            return _identity
+        return self.outbound_filter.for_session(session, known)
+
+    def _model_summary(self, session: ChatSession, stored: str | None,
+                       redact: TextFilter) -> StructuredSummary | None:
+        """Outgoing form of the stored summary (what replays and what the summariser reads):
+        read (JSON or a plain-text summary of any earlier version), then each of its texts
+        restored and filtered, so a summary written before redaction was switched on is
+        redacted too. Values are filtered as the text they are, never JSON-escaped."""
+        summary = StructuredSummary.load(stored)
+        if summary is None or self.outbound_filter is None:
+            return summary
+        restore = self.outbound_filter.restore_stored
+        return summary.map_texts(lambda texts: through_filter(
+            texts, lambda text: redact(restore(session, text))))
+
+    def _stored_form(self, session: ChatSession, summary: StructuredSummary) -> str:
+        """What to store: each model-written text in its stored form (``store_form``), then
+        the summary serialised (plain text when it is a narrative alone)."""
+        if self.outbound_filter is not None:
+            store = self.outbound_filter.store_form
+            summary = summary.map_texts(lambda texts: through_filter(
+                texts, lambda text: store(session, text)))
+        return summary.dump()
 
     # -- folding -------------------------------------------------------------------------
 
-    def _chunks(self, fold: Sequence[Message],
-                redact: Callable[[str], str]) -> list[list[Message]]:
+    def _chunks(self, fold: Sequence[Message], redact: TextFilter) -> list[list[Message]]:
         """The fold as the summariser will read it: text clipped so one message fits a call,
         redacted, and split into chunks that each fit ``summary_input_max_tokens``."""
         room = (self.config.summary_input_max_tokens - self.config.summary_limit
@@ -217,8 +262,10 @@ class HistoryCompressor:
         cap = min(self.config.max_message_tokens, room)
         chunks: list[list[Message]] = [[]]
         used = 0
+        previous = previous_texts(fold)
         for message in fold:
-            text = redact(clip(message.replay_text or "", cap, self.counter)[0])
+            text = redact(clip(message.replay_text or "", cap, self.counter)[0],
+                          previous.get(message.seq))
             cost = self.counter.count(text) + 4
             if chunks[-1] and used + cost > room:
                 chunks.append([])
@@ -228,8 +275,9 @@ class HistoryCompressor:
             used += cost
         return chunks
 
-    def _summarize(self, session: ChatSession, previous: str | None, fold: Sequence[Message],
-                   redact: Callable[[str], str]) -> tuple[str, int] | None:
+    def _summarize(self, session: ChatSession, previous: StructuredSummary | None,
+                   fold: Sequence[Message],
+                   redact: TextFilter) -> tuple[StructuredSummary, int] | None:
         """Fold ``fold`` chunk by chunk; returns the new summary and the seq it covers, or
         ``None`` when the first chunk failed. A later chunk's failure keeps what the earlier
         ones folded (the watermark stops there), so progress is never thrown away."""
@@ -237,18 +285,35 @@ class HistoryCompressor:
         limit = self.config.summary_limit
         for chunk in self._chunks(fold, redact):
             try:
-                result = self.summarizer.summarize(summary, chunk, self.config.language)
-                if not isinstance(result, SummaryResult) or not result.text.strip():
-                    raise ValueError("the summariser returned no text")
+                result, folded = self._fold(summary, chunk)
             except Exception as exc:  # never raise to the caller: replay instead
                 log.warning("session %s: summariser failed (%s: %s); keeping the previous "
                             "summary and replaying everything after seq %d", session.id,
                             type(exc).__name__, exc, through or session.row.summary_watermark)
                 break
             self._bill(session, result)
-            # A summary over its limit is shortened, so the budget the fold planned holds.
-            summary, through = clip(result.text.strip(), limit, self.counter)[0], chunk[-1].seq
+            # A summary over its limit is shrunk (narrative first, then whole items by type
+            # priority), so the budget the fold planned holds.
+            summary, through = folded.fit(limit, self.counter), chunk[-1].seq
         return None if through == 0 or summary is None else (summary, through)
+
+    def _fold(self, previous: StructuredSummary | None,
+              chunk: Sequence[Message]) -> tuple[SummaryResult, StructuredSummary]:
+        """One summariser call: the structured summary in and out when the summariser
+        keeps one; otherwise the replayed text in, and its reply is the whole new summary."""
+        language = self.config.language
+        if isinstance(self.summarizer, StructuredSummarizer):
+            result = self.summarizer.fold(previous, chunk, language)
+            if isinstance(result, SummaryResult) and result.summary is not None:
+                return result, result.summary
+        else:
+            result = self.summarizer.summarize(
+                (previous.render() or None) if previous else None, chunk, language)
+        if not isinstance(result, SummaryResult) or not result.text.strip():
+            raise ValueError("the summariser returned no text")
+        base = previous or StructuredSummary()
+        return result, StructuredSummary(narrative=result.text.strip(), folds=base.folds + 1,
+                                         next_id=base.next_id)
 
     def _bill(self, session: ChatSession, result: SummaryResult) -> None:
         if result.usage is None:
@@ -265,7 +330,7 @@ class HistoryCompressor:
             except Exception:
                 log.exception("session %s: on_compress hook %r failed", session.id, hook)
 
-    def _recall(self, session: ChatSession) -> Sequence[str] | None:
+    def _recall(self, session: ChatSession) -> Sequence[str | RecalledMemory] | None:
         assert self.memory_provider is not None
         try:
             return self.memory_provider(session)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from chatkeep.config import ChatConfig
 from chatkeep.formats.base import SUMMARY_HEADER, Outgoing
@@ -27,7 +27,16 @@ MESSAGE_OVERHEAD = 4
 #: Tokens a tool call's framing costs beyond its id, name and arguments.
 CALL_OVERHEAD = 4
 
-Redact = Callable[[str], str]
+class TextFilter(Protocol):
+    """Turns one outgoing text into what may leave for a model (redaction, or the identity).
+    ``context`` is the message the text answers: "536221234" after "What's your SSN?"."""
+
+    def __call__(self, text: str, context: str | None = None) -> str:
+        """The outgoing form of ``text``."""
+        ...
+
+
+Redact = TextFilter
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,14 +62,15 @@ def plan_history(*, system_text: str, pinned_before: Sequence[Message], summary:
     ``pinned_before`` are the system messages at or below the watermark, ``messages`` the
     ones after it. Raises ``IncompleteToolTurn`` when the open turn waits for a result."""
     split = split_turns(messages)
-    outbound = _Outbound(config, counter, redact)
+    outbound = _Outbound(config, counter, redact, previous_texts(messages))
     pinned = tuple(outbound.text(m.content or "") for m in (*pinned_before, *split.pinned))
     live = open_turn(split.current) if split.open else ()
     replayable = [m for m in (*split.closed, *(() if split.open else split.current))
                   if m.replay_text is not None]
     replay = [outbound.replayed(m) for m in replayable]
     opened = [outbound.verbatim(m) for m in live]
-    outgoing = Outgoing(system_text, pinned, summary, (*replay, *opened))
+    outgoing = Outgoing(system_text, pinned, summary, (*replay, *opened),
+                        open_from=len(replay) if opened else None)
 
     fixed = sum(_text_cost(t, counter) for t in outgoing.system_texts())
     costs = [message_cost(m, counter, format) for m in replay]
@@ -121,6 +131,18 @@ def message_cost(message: Message, counter: TokenCounter, format: str) -> int:
     return total
 
 
+def previous_texts(messages: Sequence[Message]) -> dict[int, str]:
+    """For each message, the text of the conversation message before it (its context)."""
+    previous: dict[int, str] = {}
+    last: str | None = None
+    for message in messages:
+        if last is not None:
+            previous[message.seq] = last
+        if message.content and message.role.value != "system":
+            last = message.content
+    return previous
+
+
 def _text_cost(text: str, counter: TokenCounter) -> int:
     return MESSAGE_OVERHEAD + counter.count(text)
 
@@ -128,26 +150,33 @@ def _text_cost(text: str, counter: TokenCounter) -> int:
 class _Outbound:
     """Clips then redacts outgoing text; counts clipped messages."""
 
-    def __init__(self, config: ChatConfig, counter: TokenCounter, redact: Redact) -> None:
+    def __init__(self, config: ChatConfig, counter: TokenCounter, redact: Redact,
+                 previous: dict[int, str] | None = None) -> None:
         self.cap = config.max_message_tokens
         self.counter = counter
         self.redact = redact
+        self.previous = previous or {}
         self.clipped = 0
 
-    def text(self, text: str) -> str:
+    def text(self, text: str, context: str | None = None) -> str:
         clipped, cut = clip(text, self.cap, self.counter)
         self.clipped += cut
-        return self.redact(clipped)
+        return self.redact(clipped, context) if context else self.redact(clipped)
 
     def replayed(self, message: Message) -> Message:
-        """A closed turn's message: its text alone, no plumbing, no native payloads."""
-        return dataclasses.replace(message, content=self.text(message.replay_text or ""),
-                                   tool_calls=(), native={})
+        """A closed turn's message: its text alone, no plumbing, no reasoning or thinking;
+        only the original wire item of a one-item message stays (``native[fmt]["item"]``),
+        so a format can hand back exactly what it recorded when the text is unchanged."""
+        text = self.text(message.replay_text or "", self.previous.get(message.seq))
+        items = {fmt: {"item": payload["item"]} for fmt, payload in message.native.items()
+                 if isinstance(payload, dict) and "item" in payload}
+        return dataclasses.replace(message, content=text, tool_calls=(), native=items)
 
     def verbatim(self, message: Message) -> Message:
         """An open-turn message: everything, text clipped and redacted, arguments redacted
         inside their JSON so they stay valid JSON."""
-        content = None if message.content is None else self.text(message.content)
+        content = (None if message.content is None
+                   else self.text(message.content, self.previous.get(message.seq)))
         calls = tuple(ToolCall(c.id, c.name, self.arguments(c.arguments))
                       for c in message.tool_calls)
         return dataclasses.replace(message, content=content, tool_calls=calls)

@@ -31,6 +31,36 @@ class ChatModel(Protocol):
         ...
 
 
+@runtime_checkable
+class AsyncChatModel(Protocol):
+    """Async twin of ``ChatModel``: ``complete`` is awaited."""
+
+    async def complete(self, messages: Sequence[dict[str, Any]], *, model: str,
+                       max_tokens: int | None = None, temperature: float | None = None,
+                       json_mode: bool = False) -> Completion:
+        """Answer ``messages`` with ``model``; ``json_mode`` asks for a JSON object reply."""
+        ...
+
+
+def as_async_chat_model(client: Any) -> AsyncChatModel:
+    """Async twin of ``as_chat_model``: an ``AsyncChatModel`` or an ``openai.AsyncOpenAI``
+    client. A sync client is a ``ConfigError`` here, at construction: its calls would block
+    the event loop."""
+    if not is_async_client(client):
+        raise ConfigError(
+            f"{type(client).__name__} is a sync client, and this is the async API: pass "
+            "openai.AsyncOpenAI (or an AsyncChatModel) here, or use chatkeep.Chatkeep")
+    if isinstance(client, AsyncChatModel) and not hasattr(client, "chat"):
+        return client
+    if hasattr(client, "chat") and hasattr(client.chat, "completions"):
+        from chatkeep.llm.openai_client import AsyncOpenAIChatModel
+
+        return AsyncOpenAIChatModel(client)
+    raise ConfigError(
+        f"expected a chatkeep AsyncChatModel or an openai.AsyncOpenAI client, "
+        f"got {type(client).__name__}")
+
+
 def as_chat_model(client: Any) -> ChatModel:
     """Accept a ``ChatModel`` or an ``openai.OpenAI``-style client and return a ``ChatModel``.
 

@@ -33,18 +33,47 @@ class OpenAIChatModel:
                  max_tokens: int | None = None, temperature: float | None = None,
                  json_mode: bool = False) -> Completion:
         """One chat completion; any SDK failure or unusable reply is a ``ModelError``."""
-        kwargs: dict[str, Any] = {"model": model, "messages": list(messages)}
-        if max_tokens is not None:
-            kwargs["max_tokens"] = max_tokens
-        if temperature is not None:
-            kwargs["temperature"] = temperature
-        if json_mode:
-            kwargs["response_format"] = {"type": "json_object"}
+        kwargs = request(messages, model, max_tokens, temperature, json_mode)
         try:
             response = self.client.chat.completions.create(**kwargs)
         except openai.OpenAIError as exc:
             raise ModelError(f"{model}: {type(exc).__name__}: {exc}") from exc
         return _completion(response, model)
+
+
+class AsyncOpenAIChatModel:
+    """Async twin of ``OpenAIChatModel``: ``openai.AsyncOpenAI`` (same request, same errors)."""
+
+    def __init__(self, client: Any | None = None, *, base_url: str | None = None,
+                 api_key: str | None = None, timeout: float = 30.0, max_retries: int = 2) -> None:
+        if client is None:
+            client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "not-needed",
+                                        timeout=timeout, max_retries=max_retries)
+        self.client = client
+
+    async def complete(self, messages: Sequence[dict[str, Any]], *, model: str,
+                       max_tokens: int | None = None, temperature: float | None = None,
+                       json_mode: bool = False) -> Completion:
+        """One chat completion, awaited; failures are ``ModelError`` as in the sync twin."""
+        kwargs = request(messages, model, max_tokens, temperature, json_mode)
+        try:
+            response = await self.client.chat.completions.create(**kwargs)
+        except openai.OpenAIError as exc:
+            raise ModelError(f"{model}: {type(exc).__name__}: {exc}") from exc
+        return _completion(response, model)
+
+
+def request(messages: Sequence[dict[str, Any]], model: str, max_tokens: int | None,
+            temperature: float | None, json_mode: bool) -> dict[str, Any]:
+    """The Chat Completions request both twins send."""
+    kwargs: dict[str, Any] = {"model": model, "messages": list(messages)}
+    if max_tokens is not None:
+        kwargs["max_tokens"] = max_tokens
+    if temperature is not None:
+        kwargs["temperature"] = temperature
+    if json_mode:
+        kwargs["response_format"] = {"type": "json_object"}
+    return kwargs
 
 
 def _completion(response: Any, model: str) -> Completion:
@@ -66,10 +95,22 @@ def model_from_config(config: LLMConfig,
                       environ: Mapping[str, str] | None = None) -> OpenAIChatModel | None:
     """A client when an endpoint is configured (config or ``OPENAI_*`` env), else ``None``
     (chatkeep then runs offline with the extractive summariser)."""
+    settings = _endpoint(config, environ)
+    return None if settings is None else OpenAIChatModel(**settings)
+
+
+def async_model_from_config(config: LLMConfig, environ: Mapping[str, str] | None = None
+                            ) -> AsyncOpenAIChatModel | None:
+    """Async twin of ``model_from_config``."""
+    settings = _endpoint(config, environ)
+    return None if settings is None else AsyncOpenAIChatModel(**settings)
+
+
+def _endpoint(config: LLMConfig, environ: Mapping[str, str] | None) -> dict[str, Any] | None:
     env = os.environ if environ is None else environ
     base_url = config.base_url or env.get("OPENAI_BASE_URL")
     api_key = config.api_key or env.get("OPENAI_API_KEY")
     if not base_url and not api_key:
         return None
-    return OpenAIChatModel(base_url=base_url, api_key=api_key, timeout=config.timeout,
-                           max_retries=config.max_retries)
+    return {"base_url": base_url, "api_key": api_key, "timeout": config.timeout,
+            "max_retries": config.max_retries}

@@ -4,8 +4,9 @@ For each chunk after ``distilled_through`` (user/assistant text only, passed
 through the outbound filter): ask the model for facts, drop facts whose scope this
 session cannot hold, skip exact (normalised-text) duplicates without a model call,
 ask the model to decide ADD / UPDATE / DELETE / NONE for the rest against the
-nearest live memories of the same scope, then write the memories and move the
-watermark in one compare-and-set transaction. A lost race writes nothing and
+nearest live memories of the same scope (by words, and by meaning when an embedder
+is configured: their vectors are computed here, before the write), then write the
+memories and move the watermark in one compare-and-set transaction. A lost race writes nothing and
 re-reads; any failure raises ``DistillationError`` with the watermark untouched.
 Every model call is billed to the session (purpose ``distil``).
 """
@@ -14,13 +15,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from chatkeep.errors import DistillationError, ModelError
 from chatkeep.history.compressor import OutboundFilter
+from chatkeep.history.plan import TextFilter, previous_texts
 from chatkeep.history.transcript import transcript
 from chatkeep.llm.base import ChatModel
+from chatkeep.memory.hybrid import HybridRetriever
 from chatkeep.memory.prompts import DecisionItem, decision_messages, extraction_messages
 from chatkeep.memory.recall import Retriever
 from chatkeep.memory.replies import Event, Fact, parse_decisions, parse_facts
@@ -77,8 +81,20 @@ class _Pending:
     candidates: list[MemoryRow]
 
 
-def _identity(text: str) -> str:
+def _identity(text: str, context: str | None = None) -> str:
     return text
+
+
+class DistillerFilter(OutboundFilter, Protocol):
+    """The outbound filter, plus what the distiller needs to store facts with real values."""
+
+    def restore(self, session: ChatSession, text: str) -> str:
+        """Real values back into model-written text (a fact)."""
+        ...
+
+    def sealed_values(self, session: ChatSession, text: str) -> str | None:
+        """The personal values ``text`` holds, sealed, for the memory to carry."""
+        ...
 
 
 class Distiller:
@@ -86,7 +102,7 @@ class Distiller:
 
     def __init__(self, store: MemoryStore, model: ChatModel, retriever: Retriever, *,
                  model_name: str, language: str = "English",
-                 outbound_filter: OutboundFilter | None = None,
+                 outbound_filter: DistillerFilter | None = None,
                  counter: TokenCounter | None = None) -> None:
         self.store = store
         self.model = model
@@ -108,6 +124,9 @@ class Distiller:
             chunk = self._chunk(session.repository.read_messages(
                 session.id, after_seq=row.distilled_through, through_seq=target_seq,
                 limit=CHUNK_MESSAGES), target_seq)
+            # Retracted messages are not remembered; their seqs still move the watermark.
+            chunk = [m if m.retracted_at is None else dataclasses.replace(m, content=None)
+                     for m in chunk]
             plan = self._plan(session, chunk, row.distilled_through)
             result.model_calls += plan.model_calls
             committed = self.store.commit_distillation(
@@ -149,15 +168,18 @@ class Distiller:
 
     def _plan(self, session: ChatSession, chunk: Sequence[Message], after_seq: int) -> _Plan:
         plan = _Plan()
-        redact = (self.outbound_filter.for_session(session) if self.outbound_filter
-                  else _identity)
-        outbound = [dataclasses.replace(m, content=redact(m.content or "")) for m in chunk
-                    if m.replay_text is not None]
+        redact = self._filter(session)
+        talk = [m for m in chunk if m.replay_text is not None]
+        previous = previous_texts(talk)
+        outbound = [dataclasses.replace(m, content=redact(m.content or "", previous.get(m.seq)))
+                    for m in talk]
         if not outbound:
             return plan  # tool plumbing only: nothing to remember, the watermark still moves
+        # The subject reference is data too ("customer:ana.garcia@example.com").
+        subject = redact(str(session.subject)) if session.subject is not None else None
         messages = extraction_messages(
             transcript(outbound), available_scopes(session.actor, session.subject),
-            session.subject, self.language)
+            subject, self.language)
         # The model wrote in this session's placeholders; a memory outlives the session
         # and is recalled into others, where <EMAIL_1> means someone else. So facts are
         # stored with real values and redacted again for whichever session recalls them.
@@ -165,6 +187,7 @@ class Distiller:
                  for f in parse_facts(self._ask(session, messages, plan))]
         pending: list[_Pending] = []
         seen: set[tuple[str, str]] = set()
+        kept: list[tuple[Fact, ScopeTarget, str]] = []
         for fact in facts:
             target = target_for(fact.scope, session.tenant, session.actor, session.subject)
             if target is None:
@@ -178,18 +201,67 @@ class Distiller:
                 plan.duplicates += 1
                 continue
             seen.add((target.key, key))
-            candidates = self.retriever.search(session.tenant, [target.key], fact.content,
-                                               CANDIDATES_PER_FACT)
+            kept.append((fact, target, key))
+        # Embeddings before the write transaction, one batched call: the candidates are the
+        # nearest live memories by meaning as well as by words (dedupe by meaning), and the
+        # same vectors are stored with the new memories.
+        vectors = self._embed(session, [fact.content for fact, _, _ in kept])
+        for (fact, target, key), vector in zip(kept, vectors, strict=True):
+            candidates = self._candidates(session, target, fact.content, vector)
             if candidates:
                 pending.append(_Pending(fact, target, key, candidates))
             else:
-                plan.writes.append(_write(target, fact.content, key))
+                plan.writes.append(self._write(session, target, fact.content, key))
         if pending:
-            self._decide(session, pending, redact, plan)
+            self._decide(session, pending, plan)
+        known = {fact.content: v for (fact, _, _), v in zip(kept, vectors, strict=True)}
+        plan.writes = self._with_vectors(session, plan.writes, known)
         return plan
 
-    def _decide(self, session: ChatSession, pending: Sequence[_Pending],
-                redact: Callable[[str], str], plan: _Plan) -> None:
+    def _embed(self, session: ChatSession, texts: Sequence[str]) -> list[list[float] | None]:
+        if not isinstance(self.retriever, HybridRetriever) or not texts:
+            return [None] * len(texts)
+        sealed = None
+        if self.retriever.mask is not None and self.outbound_filter is not None:
+            # The values the session knows as personal are masked for the embedder too.
+            sealed = [self.outbound_filter.sealed_values(session, t) for t in texts]
+        return self.retriever.embed(texts, sealed)
+
+    def _candidates(self, session: ChatSession, target: ScopeTarget, content: str,
+                    vector: list[float] | None) -> list[MemoryRow]:
+        if isinstance(self.retriever, HybridRetriever):
+            return self.retriever.search(session.tenant, [target.key], content,
+                                         CANDIDATES_PER_FACT, vector=vector)
+        return self.retriever.search(session.tenant, [target.key], content,
+                                     CANDIDATES_PER_FACT)
+
+    def _with_vectors(self, session: ChatSession, writes: list[MemoryWrite],
+                      known: dict[str, list[float] | None]) -> list[MemoryWrite]:
+        """The writes with their vectors (texts an UPDATE rewrote are embedded here, in
+        one more call). A failed call leaves ``embedding`` unset: the memory is written
+        all the same and ``memories embed`` picks it up later."""
+        if not isinstance(self.retriever, HybridRetriever) or not writes:
+            return writes
+        fresh = sorted({w.content for w in writes if w.content not in known})
+        known = {**known, **dict(zip(fresh, self._embed(session, fresh), strict=True))}
+        model = self.retriever.model
+        return [dataclasses.replace(w, embedding=tuple(v), embedding_model=model)
+                if (v := known.get(w.content)) is not None else w for w in writes]
+
+    def _write(self, session: ChatSession, target: ScopeTarget, content: str, key: str,
+               supersedes: int | None = None) -> MemoryWrite:
+        """A memory carrying the personal values it holds (sealed), so recall redacts them
+        literally in any session."""
+        sealed = (self.outbound_filter.sealed_values(session, content)
+                  if self.outbound_filter else None)
+        return MemoryWrite(tenant=target.tenant, scope=target.scope.value,
+                           scope_key=target.key, subject=target.subject, actor=target.actor,
+                           content=content, content_key=key, supersedes=supersedes,
+                           sealed_pii=sealed)
+
+    def _decide(self, session: ChatSession, pending: Sequence[_Pending], plan: _Plan) -> None:
+        # Candidates may come from other sessions: their values join this session's vault.
+        redact = self._filter(session, [m.sealed_pii for p in pending for m in p.candidates])
         items, aliases = [], []
         for index, item in enumerate(pending):
             alias = {f"m{n}": m for n, m in enumerate(item.candidates, start=1)}
@@ -204,12 +276,19 @@ class Distiller:
             if decision.event is Event.NONE:
                 plan.duplicates += 1
             elif decision.event is Event.ADD:
-                plan.writes.append(_write(item.target, item.fact.content, item.key))
+                plan.writes.append(self._write(session, item.target, item.fact.content,
+                                               item.key))
             else:
                 assert old is not None  # parse_decisions requires a target here
                 text = self._restore(session, decision.text) if decision.text \
                     else item.fact.content
-                plan.writes.append(_write(item.target, text, content_key(text), old.id))
+                plan.writes.append(self._write(session, item.target, text, content_key(text),
+                                               old.id))
+
+    def _filter(self, session: ChatSession, known: Sequence[str | None] = ()) -> TextFilter:
+        if self.outbound_filter is None:
+            return _identity
+        return self.outbound_filter.for_session(session, known)
 
     def _restore(self, session: ChatSession, text: str) -> str:
         return self.outbound_filter.restore(session, text) if self.outbound_filter else text
@@ -226,9 +305,3 @@ class Distiller:
             session.record_usage("distil", completion.usage, completion.model)
         return completion.text
 
-
-def _write(target: ScopeTarget, content: str, key: str,
-           supersedes: int | None = None) -> MemoryWrite:
-    return MemoryWrite(tenant=target.tenant, scope=target.scope.value, scope_key=target.key,
-                       subject=target.subject, actor=target.actor, content=content,
-                       content_key=key, supersedes=supersedes)

@@ -90,9 +90,10 @@ class DecisionItem:
     candidates: Sequence[tuple[str, str]]
 
 
-def extraction_messages(transcript: str, scopes: Sequence[Scope], subject: Ref | None,
+def extraction_messages(transcript: str, scopes: Sequence[Scope], subject: Ref | str | None,
                         language: str) -> list[dict[str, str]]:
-    """The extraction request; only the scopes this session can hold are offered."""
+    """The extraction request; only the scopes this session can hold are offered.
+    ``subject`` is shown as given (the distiller passes it redacted)."""
     lines = []
     for scope in Scope:
         if scope in scopes:

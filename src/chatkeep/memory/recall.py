@@ -63,7 +63,7 @@ class Recaller:
             return self.retriever.search(tenant, keys, query, limit)
         return self.store.recent(tenant, keys, limit)
 
-    def provider(self, session: ChatSession) -> list[str]:
+    def provider(self, session: ChatSession) -> list[Memory]:
         """Memories for the system message: those matching the latest user turn, topped
         up with the most recent applicable ones (subject context matters even when the
         words do not match)."""
@@ -73,7 +73,7 @@ class Recaller:
         if len(found) < self.default_limit:
             found += self.store.recent(session.tenant, keys, self.default_limit - len(found),
                                        exclude=[m.id for m in found])
-        return [m.content for m in found]
+        return found
 
 
 def _latest_user_text(session: ChatSession) -> str:

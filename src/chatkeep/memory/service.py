@@ -7,26 +7,49 @@ by ``Distiller``, ``Sweeper`` and ``Recaller``, and the SQL by ``MemoryStore``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 
-from chatkeep.config import MemoryConfig
+from chatkeep.config import MAX_IDLE_AFTER, MemoryConfig
 from chatkeep.errors import DistillationError, InvalidArgument
-from chatkeep.history.compressor import OutboundFilter
 from chatkeep.jobs import Dispatcher, InlineDispatcher
 from chatkeep.llm.base import ChatModel
-from chatkeep.memory.distiller import Distiller, DistilResult
+from chatkeep.memory.distiller import Distiller, DistillerFilter, DistilResult
+from chatkeep.memory.embeddings import Embedder
+from chatkeep.memory.hybrid import EmbedMask, HybridRetriever
 from chatkeep.memory.recall import Memory, Recaller, Retriever, TextRetriever
 from chatkeep.memory.scopes import Scope
 from chatkeep.memory.sweep import DEFAULT_LEASE, Sweeper
 from chatkeep.refs import Ref, require_ref
 from chatkeep.sessions import ChatSession, SessionService
-from chatkeep.store.memories import MemoryStore
+from chatkeep.store.memories import MemoryStore, VectorStatus
 from chatkeep.store.repository import Repository
 from chatkeep.tokens import TokenCounter
+from chatkeep.validation import (
+    INT32_MAX,
+    check_bool,
+    check_int,
+    check_optional_text,
+    check_text,
+)
 
 log = logging.getLogger("chatkeep.memory")
 
 DISTIL_JOB = "distil"
+
+
+@dataclass
+class EmbedResult:
+    """What one ``embed_missing`` run did."""
+
+    model: str
+    embedded: int = 0
+    """Vectors written."""
+    failed: int = 0
+    """Memories whose batch failed (still marked; the next run retries them)."""
+    batches: int = 0
+    """Embedding calls made."""
 
 
 class MemoryService:
@@ -34,23 +57,31 @@ class MemoryService:
 
     ``model`` is the ``ChatModel`` that extracts facts (``None``: ``distil`` refuses
     with ``DistillationError``). ``outbound_filter`` redacts what the distiller sends;
-    ``retriever`` ranks recall (default: the database's full-text index).
+    ``retriever`` ranks recall (default: the database's full-text index, fused with
+    vector search when an ``embedder`` is given; ``embed_mask`` rewrites what is sent
+    to the embedding model).
     """
 
     def __init__(self, repository: Repository, model: ChatModel | None, *,
                  sessions: SessionService | None = None,
                  dispatcher: Dispatcher | None = None,
                  config: MemoryConfig | None = None, language: str = "English",
-                 outbound_filter: OutboundFilter | None = None,
+                 outbound_filter: DistillerFilter | None = None,
                  retriever: Retriever | None = None, counter: TokenCounter | None = None,
-                 lease: timedelta = DEFAULT_LEASE) -> None:
+                 lease: timedelta = DEFAULT_LEASE, embedder: Embedder | None = None,
+                 embed_mask: EmbedMask | None = None) -> None:
         self.config = config or MemoryConfig()
         self.config.validate()
         self.model = model
         self.sessions = sessions or SessionService(repository, counter)
         self.dispatcher = dispatcher or InlineDispatcher()
         self.store = MemoryStore(repository.engine, repository.clock)
-        self.retriever = retriever or TextRetriever(self.store)
+        self.embedder = embedder
+        if embedder is not None:
+            self.store.ensure_vectors()  # a clear error here, not at the first write
+        self.retriever = retriever or (
+            HybridRetriever(self.store, embedder, mask=embed_mask) if embedder is not None
+            else TextRetriever(self.store))
         self.language = language
         self.outbound_filter = outbound_filter
         self.counter = counter
@@ -71,6 +102,9 @@ class MemoryService:
                                     "(configure llm or pass model=)")
         if isinstance(session, str):
             session = self.sessions.get(session)
+        elif not isinstance(session, ChatSession):
+            raise InvalidArgument(f"session must be a ChatSession or a session id, "
+                                  f"got {type(session).__name__}")
         distiller = Distiller(self.store, self.model, self.retriever,
                               model_name=self.config.distil_model, language=self.language,
                               outbound_filter=self.outbound_filter, counter=self.counter)
@@ -96,6 +130,8 @@ class MemoryService:
     def rewind(self, session_id: str, through_seq: int = 0) -> bool:
         """Make the next ``distil`` re-read messages after ``through_seq`` (after a prompt
         or model change); facts already stored are not stored again."""
+        check_text(session_id, "session id")
+        check_int(through_seq, "through_seq", maximum=INT32_MAX)
         return self.store.rewind(session_id, through_seq)
 
     # -- sweeping ------------------------------------------------------------------------
@@ -103,6 +139,7 @@ class MemoryService:
     def claim_idle(self, idle_after: timedelta | None = None,
                    batch_size: int | None = None) -> list[str]:
         """Claim idle sessions with undistilled messages (``sweep`` without dispatching)."""
+        _check_sweep(idle_after, batch_size)
         return self.sweeper.claim(idle_after, batch_size)
 
     def sweep(self, idle_after: timedelta | None = None,
@@ -110,6 +147,7 @@ class MemoryService:
         """Dispatch ``"distil"`` for sessions idle longer than ``idle_after`` (default
         ``memory.sweep_idle_after``) that have undistilled messages; at most
         ``batch_size`` per run. Returns the session ids dispatched."""
+        _check_sweep(idle_after, batch_size)
         claimed = self.sweeper.claim(idle_after, batch_size)
         for session_id in claimed:
             self.dispatcher.dispatch(DISTIL_JOB, session_id)
@@ -123,11 +161,17 @@ class MemoryService:
         """Live memories that apply to ``session``: its tenant's, its subject's and (when it
         has an actor) the actor's personal ones. Ranked by relevance to ``query`` with
         recency breaking ties; without a query, the most recent."""
+        if not isinstance(session, ChatSession):
+            raise InvalidArgument(f"session must be a ChatSession, got {type(session).__name__}")
+        check_optional_text(query, "query")
+        if limit is not None:
+            check_int(limit, "limit", minimum=1, maximum=INT32_MAX)
         return self.recaller.recall(session.tenant, session.actor, session.subject,
                                     query, limit)
 
-    def provider(self, session: ChatSession) -> list[str]:
-        """Memory texts for ``build_history`` (``HistoryCompressor.memory_provider``)."""
+    def provider(self, session: ChatSession) -> list[Memory]:
+        """Memories for ``build_history`` (``HistoryCompressor.memory_provider``): their
+        texts, and the personal values they hold, which the session redacts literally."""
         return self.recaller.provider(session)
 
     def list(self, tenant: Ref, *, scope: Scope | str | None = None,
@@ -135,9 +179,66 @@ class MemoryService:
              include_superseded: bool = False, limit: int = 100) -> list[Memory]:
         """A tenant's memories for review, newest first."""
         require_ref(tenant, "tenant")
+        if actor is not None:
+            require_ref(actor, "actor")
+        if subject is not None:
+            require_ref(subject, "subject")
+        if scope is not None and scope not in tuple(Scope):
+            raise InvalidArgument(f"unknown scope {scope!r} "
+                                  f"(expected one of {', '.join(Scope)})"[:300])
+        check_bool(include_superseded, "include_superseded")
+        check_int(limit, "limit", minimum=1, maximum=INT32_MAX)
         return self.store.list_memories(
             tenant, scope=None if scope is None else Scope(scope).value, actor=actor,
             subject=subject, include_superseded=include_superseded, limit=limit)
+
+    # -- vectors -------------------------------------------------------------------------
+
+    @property
+    def recall_mode(self) -> str:
+        """``"hybrid"`` (full text and vectors) or ``"full-text only"`` (no embedder)."""
+        return "hybrid" if isinstance(self.retriever, HybridRetriever) else "full-text only"
+
+    def vector_status(self, tenant: Ref | None = None) -> VectorStatus | None:
+        """Live memories with and without a vector of the configured model (``None``: no
+        embedder configured)."""
+        if self.embedder is None:
+            return None
+        return self.store.vector_status(self.embedder.model, tenant)
+
+    def embed_missing(self, batch_size: int | None = None,
+                      progress: Callable[[int], None] | None = None,
+                      limit: int | None = None) -> EmbedResult:
+        """Embed every live memory without a vector of the configured model: never
+        embedded, left marked by a failed call, or made by another model (a model
+        change). Batched calls; each batch is committed, so an interrupted run resumes
+        where it stopped. A failed batch is skipped and counted (its memories stay
+        marked). ``progress`` gets the number of memories each batch handled;
+        ``limit`` stops after that many."""
+        if self.embedder is None or not isinstance(self.retriever, HybridRetriever):
+            raise InvalidArgument("no embedding model configured (memory.embedding_model)")
+        size = batch_size or self.config.embedding_batch_size
+        if size <= 0:
+            raise InvalidArgument("batch_size must be positive")
+        result = EmbedResult(self.embedder.model)
+        after = 0
+        while limit is None or result.embedded + result.failed < limit:
+            take = size if limit is None else min(size, limit - result.embedded - result.failed)
+            page = self.store.missing_vectors(self.embedder.model, after, take)
+            if not page:
+                break
+            after = page[-1].id
+            vectors = self.retriever.embed([m.content for m in page],
+                                           [m.sealed_pii for m in page])
+            result.batches += 1
+            done = [(m.id, v) for m, v in zip(page, vectors, strict=True) if v is not None]
+            result.embedded += self.store.store_vectors(self.embedder.model, done)
+            result.failed += len(page) - len(done)
+            if progress is not None:
+                progress(len(page))
+        log.info("embedded %d memories with %s (%d failed)", result.embedded,
+                 result.model, result.failed)
+        return result
 
     # -- erasure -------------------------------------------------------------------------
 
@@ -150,6 +251,7 @@ class MemoryService:
         describe the organisation and its records, not the person.
         """
         require_ref(tenant, "tenant")
+        check_bool(whole_tenant, "whole_tenant")
         if whole_tenant == (actor is not None):
             raise InvalidArgument("pass either actor= or whole_tenant=True")
         if actor is not None:
@@ -159,3 +261,16 @@ class MemoryService:
             deleted = self.store.delete_tenant(tenant)
             log.info("forgot all %d memories of %s", deleted, tenant)
         return deleted
+
+
+def _check_sweep(idle_after: object, batch_size: object) -> None:
+    """``sweep``'s arguments: a ``timedelta`` from zero to a century, a positive batch."""
+    if idle_after is not None:
+        if not isinstance(idle_after, timedelta):
+            raise InvalidArgument(f"idle_after must be a timedelta, got "
+                                  f"{type(idle_after).__name__}")
+        if not timedelta(0) <= idle_after <= MAX_IDLE_AFTER:
+            raise InvalidArgument(f"idle_after must be from 0 to {MAX_IDLE_AFTER.days} days, "
+                                  f"got {idle_after}")
+    if batch_size is not None:
+        check_int(batch_size, "batch_size", minimum=1, maximum=INT32_MAX)

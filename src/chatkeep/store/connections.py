@@ -1,7 +1,9 @@
 """Connections for the SQL modules: every database error surfaces as ``StoreError``.
 
 Integrity errors pass through unchanged inside a transaction, so a caller that
-expects one (a duplicate tool-call id) can turn it into a precise error.
+expects one (a duplicate tool-call id) can turn it into a precise error. Reads
+are marked read-only, so SQLite begins them deferred (a WAL snapshot) instead of
+taking the write lock.
 """
 
 from __future__ import annotations
@@ -10,9 +12,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import Connection, Engine
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
 from chatkeep.errors import StoreError
+from chatkeep.store.engine import READ_ONLY
+
+
+def store_error(exc: SQLAlchemyError) -> StoreError:
+    """One line saying what the database refused (the driver's message, not SQLAlchemy's
+    wrapper with the statement and a link)."""
+    if isinstance(exc, DBAPIError) and exc.orig is not None:
+        detail = str(exc.orig).strip().splitlines()
+        return StoreError(f"database error: {type(exc.orig).__name__}: "
+                          f"{detail[0] if detail else ''}".rstrip(": "))
+    return StoreError(f"database error: {type(exc).__name__}: {exc}")
 
 
 @contextmanager
@@ -23,8 +36,8 @@ def transaction(engine: Engine) -> Iterator[Connection]:
             yield conn
     except IntegrityError:
         raise
-    except DBAPIError as exc:
-        raise StoreError(f"database error: {exc.orig or exc}") from exc
+    except SQLAlchemyError as exc:
+        raise store_error(exc) from exc
 
 
 @contextmanager
@@ -32,6 +45,6 @@ def reading(engine: Engine) -> Iterator[Connection]:
     """A connection for reads."""
     try:
         with engine.connect() as conn:
-            yield conn
-    except DBAPIError as exc:
-        raise StoreError(f"database error: {exc.orig or exc}") from exc
+            yield conn.execution_options(**{READ_ONLY: True})
+    except SQLAlchemyError as exc:
+        raise store_error(exc) from exc

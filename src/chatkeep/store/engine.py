@@ -1,54 +1,119 @@
 """Engine creation with the settings each backend needs to be safe under concurrency.
 
-SQLite: WAL (readers do not block the writer), a generous busy timeout, foreign
-keys on, and ``BEGIN IMMEDIATE`` for every transaction so two processes never
-deadlock upgrading a read lock to a write lock. PostgreSQL: ``pool_pre_ping`` so
-a connection killed under us (failover, ``pg_terminate_backend``) is replaced
-before the next call instead of failing it.
+SQLite: WAL (readers do not block the writer), ``synchronous`` from
+``store.sqlite_synchronous`` (FULL by default: a commit survives power loss), a
+generous busy timeout, foreign keys on, and ``BEGIN IMMEDIATE`` for every write
+transaction so two processes never deadlock upgrading a read lock to a write lock
+(reads begin deferred: a WAL snapshot that never waits for a writer). PostgreSQL:
+``pool_pre_ping`` so a connection killed under us (failover, ``pg_terminate_backend``)
+is replaced before the next call instead of failing it.
+
+Every way a URL can be unusable (not a URL, a database chatkeep does not run on, a
+driver that is not installed, an async driver, a SQLite file in a folder that does
+not exist) is a ``StoreError`` naming the URL, raised here, before any connection.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.pool import StaticPool
 
 from chatkeep.errors import StoreError
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+SQLITE_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+READ_ONLY = "chatkeep_read_only"
+"""Execution option of connections that only read: SQLite begins them deferred."""
+
+_DRIVERS = {"postgresql": ('psycopg', 'pip install "chatkeep[postgres]"')}
 
 
-def make_engine(url: str, **kwargs: Any) -> Engine:
-    """Create an engine for ``url`` (``sqlite:///file.db`` or ``postgresql+psycopg://...``)."""
+def describe_url(url: str | URL) -> str:
+    """The URL for messages, password hidden."""
     try:
-        parsed = make_url(url)
-    except Exception as exc:  # sqlalchemy raises ArgumentError with a terse message
-        raise StoreError(f"not a database URL: {url!r} ({exc})") from exc
-    if parsed.get_backend_name() == "sqlite":
-        return _sqlite_engine(url, in_memory=parsed.database in (None, "", ":memory:"), **kwargs)
-    if parsed.get_backend_name() == "postgresql":
-        if parsed.get_driver_name() in ("", "psycopg2"):
-            parsed = parsed.set(drivername="postgresql+psycopg")
-        kwargs.setdefault("pool_pre_ping", True)
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError, TypeError):
+        return repr(url)
+
+
+def parse_url(url: object) -> URL:
+    """``url`` as a SQLAlchemy URL on a backend chatkeep runs on, or ``StoreError``."""
+    if isinstance(url, URL):
+        parsed = url
+    elif isinstance(url, str):
         try:
-            return create_engine(parsed, **kwargs)
-        except ModuleNotFoundError as exc:
-            raise StoreError(
-                'PostgreSQL needs the psycopg driver: pip install "chatkeep[postgres]"'
-            ) from exc
-    return create_engine(parsed, **kwargs)
+            parsed = make_url(url)
+        except (ArgumentError, ValueError) as exc:
+            raise StoreError(f"not a database URL: {url!r} (expected sqlite:///file.db or "
+                             "postgresql+psycopg://user@host/db)") from exc
+    else:
+        raise StoreError(f"the database URL must be a string, got {type(url).__name__}")
+    backend = parsed.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        raise StoreError(f"chatkeep runs on SQLite and PostgreSQL, not {backend!r}: "
+                         f"{describe_url(parsed)} (use sqlite:///file.db or "
+                         "postgresql+psycopg://user@host/db)")
+    if backend == "postgresql" and parsed.get_driver_name() in ("", "psycopg2"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
 
 
-def _sqlite_engine(url: str, in_memory: bool, **kwargs: Any) -> Engine:
+def sqlite_path(parsed: URL) -> Path | None:
+    """The file a SQLite URL names (``None`` for an in-memory or ``file:`` URI database)."""
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    database = parsed.database
+    if database in (None, "", ":memory:") or database.startswith("file:") \
+            or parsed.query.get("uri"):
+        return None
+    return Path(database)
+
+
+def make_engine(url: str | URL, *, sqlite_synchronous: str = "FULL", **kwargs: Any) -> Engine:
+    """Create an engine for ``url`` (``sqlite:///file.db`` or ``postgresql+psycopg://...``);
+    ``sqlite_synchronous`` is SQLite's durability level (``store.sqlite_synchronous``)."""
+    parsed = parse_url(url)
+    synchronous = str(sqlite_synchronous).upper()
+    if synchronous not in SQLITE_SYNCHRONOUS:
+        raise StoreError(f"sqlite_synchronous must be one of {', '.join(SQLITE_SYNCHRONOUS)}, "
+                         f"got {sqlite_synchronous!r}")
+    try:
+        if parsed.get_backend_name() == "sqlite":
+            engine = _sqlite_engine(parsed, synchronous, **kwargs)
+        else:
+            kwargs.setdefault("pool_pre_ping", True)
+            engine = create_engine(parsed, **kwargs)
+    except ModuleNotFoundError as exc:
+        driver, hint = _DRIVERS.get(parsed.get_backend_name(), (exc.name or "?", ""))
+        raise StoreError(f"{describe_url(parsed)} needs the {exc.name or driver} driver, "
+                         f"which is not installed" + (f": {hint}" if hint else "")) from exc
+    except (NoSuchModuleError, ArgumentError, TypeError) as exc:
+        raise StoreError(f"cannot use {describe_url(parsed)}: {exc}") from exc
+    if engine.dialect.is_async:
+        engine.dispose()
+        raise StoreError(f"{describe_url(parsed)} names an async driver; chatkeep's API is "
+                         "synchronous (use postgresql+psycopg:// or sqlite:///)")
+    return engine
+
+
+def _sqlite_engine(parsed: URL, synchronous: str, **kwargs: Any) -> Engine:
+    path = sqlite_path(parsed)
+    in_memory = parsed.database in (None, "", ":memory:")
+    if path is not None and not path.expanduser().resolve().parent.is_dir():
+        raise StoreError(f"cannot open SQLite database {path}: the folder "
+                         f"{path.parent} does not exist")
     if in_memory:
         # One shared connection, or every checkout would see a fresh empty database.
         kwargs.setdefault("poolclass", StaticPool)
         kwargs.setdefault("connect_args", {"check_same_thread": False})
     else:
         kwargs.setdefault("connect_args", {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
-    engine = create_engine(url, **kwargs)
+    engine = create_engine(parsed, **kwargs)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -57,13 +122,15 @@ def _sqlite_engine(url: str, in_memory: bool, **kwargs: Any) -> Engine:
         cursor = dbapi_connection.cursor()
         if not in_memory:
             cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # Straight to the driver: this runs once per transaction, on the append hot path.
+        mode = "BEGIN" if conn.get_execution_options().get(READ_ONLY) else "BEGIN IMMEDIATE"
+        conn.connection.driver_connection.execute(mode)
 
     return engine

@@ -9,10 +9,23 @@ Two guarantees live here:
 * A live memory is unique per (tenant, scope, normalised text): inserts use
   ``ON CONFLICT DO NOTHING`` on a partial unique index, so even two tenants' worth
   of concurrent workers cannot store one fact twice in one scope.
+
+Vectors (``memory_vectors``, one per memory, with the model that made it) are written
+in the same transaction as their memory when the caller computed them beforehand; a
+live memory without a vector of the configured model is what ``memories embed`` fills
+in. Vector search filters by tenant, scope and liveness in the same statement that
+ranks, so it never ranks (or returns) another scope's memory: on SQLite an exact
+cosine over the scope's vectors (numpy when installed); on PostgreSQL pgvector's
+cosine distance, served by the HNSW index with iterative scans (the index keeps
+walking until enough rows pass the filter) or by the scope index and an exact sort,
+whichever the planner prices lower.
 """
 
 from __future__ import annotations
 
+import math
+import struct
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,6 +36,8 @@ from sqlalchemy import (
     Engine,
     Select,
     and_,
+    bindparam,
+    cast,
     column,
     delete,
     func,
@@ -30,18 +45,76 @@ from sqlalchemy import (
     or_,
     select,
     table,
+    text,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.expression import ColumnClause
+from sqlalchemy.types import UserDefinedType
 
+from chatkeep.errors import StoreError
 from chatkeep.refs import Ref
 from chatkeep.store.connections import reading, transaction
-from chatkeep.store.memory_index import FTS_TABLE, PG_TEXT_CONFIG
+from chatkeep.store.memory_index import (
+    FTS_TABLE,
+    PG_EXTENSION,
+    PG_TEXT_CONFIG,
+    VECTOR_TABLE,
+    create_memory_vector_table,
+    pg_extension_available,
+    pg_extension_schema,
+    vector_index_ddl,
+    vector_table_exists,
+)
 from chatkeep.store.repository import as_utc, utcnow
 from chatkeep.store.schema import chat_sessions, memories, ref_filter, ref_values
 
 _fts = table(FTS_TABLE, column("rowid"), column(FTS_TABLE))
+_vectors = table(VECTOR_TABLE, column("memory_id"), column("model"), column("dim"),
+                 column("embedding"))
+VECTOR_LOCK_KEY = 0x636B_7663  # "ckvc": chatkeep vector DDL
+
+Vector = Sequence[float]
+"""An embedding as the embedder returned it."""
+
+
+class _PgVector(UserDefinedType[Any]):
+    """pgvector's ``vector(dim)``, qualified by the extension's schema; binds a sequence of
+    floats as pgvector's text form."""
+
+    cache_ok = True
+
+    def __init__(self, schema: str, dim: int) -> None:
+        self.schema = schema
+        self.dim = dim
+
+    def get_col_spec(self, **_: Any) -> str:
+        return f'"{self.schema}".vector({self.dim})'
+
+    def bind_processor(self, dialect: Any) -> Callable[[Any], Any]:
+        def process(value: Any) -> Any:
+            return None if value is None else vector_text(value)
+        return process
+
+
+def vector_text(vector: Vector) -> str:
+    """pgvector's text form of ``vector``: ``[0.1,0.2,...]``."""
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def normalised(vector: Vector) -> list[float]:
+    """``vector`` scaled to length 1 (so cosine similarity is a dot product); a zero or
+    non-finite vector is refused."""
+    values = [float(x) for x in vector]
+    norm = math.sqrt(sum(x * x for x in values))
+    if not values or not math.isfinite(norm) or norm == 0.0:
+        raise StoreError("cannot store an empty, zero or non-finite embedding")
+    return [x / norm for x in values]
+
+
+def vector_blob(vector: Vector) -> bytes:
+    """SQLite's compact form: little-endian float32, 4 bytes per dimension."""
+    return struct.pack(f"<{len(vector)}f", *vector)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +134,9 @@ class MemoryRow:
     superseded_by: int | None = None
     score: float | None = None
     """Relevance to the query that found it (higher is better); ``None`` when listed."""
+    sealed_pii: str | None = None
+    """The personal values ``content`` holds, sealed (opaque): what lets recall redact them
+    literally in any session. ``None`` when it holds none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +151,20 @@ class MemoryWrite:
     content: str
     content_key: str
     supersedes: int | None = None
+    sealed_pii: str | None = None
+    embedding: tuple[float, ...] | None = None
+    """The content's vector, computed before the transaction; ``None`` = to be embedded."""
+    embedding_model: str | None = None
+    """The model that made ``embedding``."""
+
+
+@dataclass(frozen=True, slots=True)
+class VectorStatus:
+    """How many live memories have a vector of one model, and how many do not."""
+
+    model: str
+    embedded: int
+    missing: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +193,7 @@ def _row(row: Any, score: float | None = None) -> MemoryRow:
         created_at=as_utc(m["created_at"]) or utcnow(),
         updated_at=as_utc(m["updated_at"]) or utcnow(),
         superseded_by=None if m["superseded_by"] is None else int(m["superseded_by"]),
-        score=score,
+        score=score, sealed_pii=m["pii"],
     )
 
 
@@ -113,6 +203,9 @@ class MemoryStore:
     def __init__(self, engine: Engine, clock: Callable[[], datetime] = utcnow) -> None:
         self.engine = engine
         self.clock = clock
+        self._vector_schema: str | None = None
+        self._indexed_dims: set[int] = set()
+        self._ddl_lock = threading.Lock()
 
     # -- reading -------------------------------------------------------------------------
 
@@ -216,6 +309,173 @@ class MemoryStore:
         with reading(self.engine) as conn:
             return int(conn.execute(query).scalar_one())
 
+    # -- vectors -------------------------------------------------------------------------
+
+    def vectors_available(self) -> bool:
+        """Whether this database has the vector table (on PostgreSQL: pgvector is there)."""
+        with reading(self.engine) as conn:
+            return vector_table_exists(conn)
+
+    def ensure_vectors(self) -> None:
+        """Make sure vectors can be stored: create the side table if an older migration
+        ran before pgvector was installed; ``StoreError`` naming the missing PostgreSQL
+        extension when it cannot be had."""
+        with self._ddl_lock:
+            if self._vector_schema is not None:
+                return
+            with transaction(self.engine) as conn:
+                if conn.dialect.name == "postgresql":
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                                 {"key": VECTOR_LOCK_KEY})
+                if not vector_table_exists(conn) and not create_memory_vector_table(None, conn):
+                    available = pg_extension_available(conn)
+                    raise StoreError(
+                        f'memory.embedding_model is set but the PostgreSQL extension '
+                        f'"{PG_EXTENSION}" (pgvector) is '
+                        + ("available on the server and could not be created here: run "
+                           f'CREATE EXTENSION {PG_EXTENSION}; as a privileged user'
+                           if available else
+                           "not installed on this server: install pgvector 0.8 or newer "
+                           "(e.g. the postgresql-NN-pgvector package)")
+                        + ", or unset memory.embedding_model for full-text recall")
+                schema = pg_extension_schema(conn) if conn.dialect.name == "postgresql" else ""
+            self._vector_schema = schema or ""
+
+    def _schema(self) -> str:
+        if self._vector_schema is None:
+            self.ensure_vectors()
+        assert self._vector_schema is not None
+        return self._vector_schema
+
+    def ensure_vector_index(self, dim: int) -> None:
+        """PostgreSQL: the HNSW cosine index for vectors of ``dim`` dimensions (once per
+        process and dimension; concurrent creators wait on an advisory lock)."""
+        if self.engine.dialect.name != "postgresql" or dim in self._indexed_dims:
+            return
+        schema = self._schema()
+        with self._ddl_lock, transaction(self.engine) as conn:
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": VECTOR_LOCK_KEY})
+            conn.exec_driver_sql(vector_index_ddl(schema, dim))
+            self._indexed_dims.add(dim)
+
+    def _put_vectors(self, conn: Connection, model: str,
+                     items: Sequence[tuple[int, Vector]]) -> None:
+        rows = []
+        for memory_id, vector in items:
+            unit = normalised(vector)
+            value: Any = vector_blob(unit) if conn.dialect.name == "sqlite" else unit
+            rows.append({"memory_id": memory_id, "model": model, "dim": len(unit),
+                         "embedding": value})
+        if not rows:
+            return
+        if conn.dialect.name == "sqlite":
+            conn.execute(text(
+                f"INSERT INTO {VECTOR_TABLE} (memory_id, model, dim, embedding) "
+                "VALUES (:memory_id, :model, :dim, :embedding) ON CONFLICT (memory_id) DO "
+                "UPDATE SET model = excluded.model, dim = excluded.dim, "
+                "embedding = excluded.embedding"), rows)
+            return
+        schema = self._schema()
+        for row in rows:
+            row["embedding"] = vector_text(row["embedding"])
+        conn.execute(text(
+            f"INSERT INTO {VECTOR_TABLE} (memory_id, model, dim, embedding) "
+            f'VALUES (:memory_id, :model, :dim, CAST(:embedding AS "{schema}".vector)) '
+            "ON CONFLICT (memory_id) DO UPDATE SET model = excluded.model, "
+            "dim = excluded.dim, embedding = excluded.embedding"), rows)
+
+    def store_vectors(self, model: str, items: Sequence[tuple[int, Vector]]) -> int:
+        """Write (or replace) the vectors of memories still present; returns how many."""
+        if not items:
+            return 0
+        self._schema()
+        for dim in {len(v) for _, v in items}:
+            self.ensure_vector_index(dim)
+        with transaction(self.engine) as conn:
+            present = {int(r[0]) for r in conn.execute(select(memories.c.id).where(
+                memories.c.id.in_([i for i, _ in items])))}
+            kept = [(i, v) for i, v in items if i in present]  # erased meanwhile: skip
+            self._put_vectors(conn, model, kept)
+        return len(kept)
+
+    def _missing(self, model: str) -> Any:
+        has = select(_vectors.c.memory_id).where(_vectors.c.memory_id == memories.c.id,
+                                                 _vectors.c.model == model)
+        return and_(memories.c.superseded_by.is_(None), ~has.exists())
+
+    def missing_vectors(self, model: str, after_id: int, limit: int) -> list[MemoryRow]:
+        """Live memories with no vector of ``model`` (never embedded, a failed embedding
+        call, or another model's), in id order after ``after_id``: what ``memories
+        embed`` walks, in pages, so an interrupted run resumes where it stopped."""
+        self._schema()
+        query = (select(memories).where(memories.c.id > after_id, self._missing(model))
+                 .order_by(memories.c.id).limit(limit))
+        with reading(self.engine) as conn:
+            return [_row(r) for r in conn.execute(query)]
+
+    def vector_status(self, model: str, tenant: Ref | None = None) -> VectorStatus:
+        """Live memories with and without a vector of ``model`` (one tenant or all)."""
+        self._schema()
+        live = select(func.count()).select_from(memories).where(
+            memories.c.superseded_by.is_(None))
+        missing = select(func.count()).select_from(memories).where(self._missing(model))
+        if tenant is not None:
+            live, missing = live.where(_tenant_is(tenant)), missing.where(_tenant_is(tenant))
+        with reading(self.engine) as conn:
+            total = int(conn.execute(live).scalar_one())
+            lacking = int(conn.execute(missing).scalar_one())
+        return VectorStatus(model, total - lacking, lacking)
+
+    def vector_search(self, tenant: Ref, scope_keys: Sequence[str], vector: Vector,
+                      model: str, limit: int) -> list[MemoryRow]:
+        """The live memories of ``scope_keys`` nearest to ``vector`` by cosine (``score``:
+        the similarity), among those embedded by ``model`` with the same dimension.
+        Tenant, scope and liveness filter the candidates before anything is ranked."""
+        if not scope_keys or limit <= 0 or not vector:
+            return []
+        unit = normalised(vector)
+        if self.engine.dialect.name == "postgresql":
+            return self._pg_vector_search(tenant, scope_keys, unit, model, limit)
+        return self._sqlite_vector_search(tenant, scope_keys, unit, model, limit)
+
+    def _pg_vector_search(self, tenant: Ref, scope_keys: Sequence[str], unit: list[float],
+                          model: str, limit: int) -> list[MemoryRow]:
+        schema, dim = self._schema(), len(unit)
+        kind = _PgVector(schema, dim)
+        distance = cast(_vectors.c.embedding, kind).op(f'OPERATOR("{schema}".<=>)')(
+            bindparam("query_vector", unit, type_=kind)).label("distance")
+        query = (select(memories, distance)
+                 .select_from(memories.join(_vectors, _vectors.c.memory_id == memories.c.id))
+                 # The dimension as a literal: the HNSW index is partial on it.
+                 .where(self._live_in(tenant, scope_keys), _vectors.c.model == model,
+                        _vectors.c.dim == literal_column(str(int(dim))))
+                 .order_by(literal_column("distance")).limit(limit))
+        with reading(self.engine) as conn:
+            # If the planner walks the HNSW index, walk on until `limit` rows pass the
+            # scope filter (pgvector >= 0.8), in exact distance order.
+            conn.exec_driver_sql("SET LOCAL hnsw.iterative_scan = strict_order")
+            conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {max(40, min(limit, 1000))}")
+            return [_row(r, 1.0 - float(r._mapping["distance"])) for r in conn.execute(query)]
+
+    def _sqlite_vector_search(self, tenant: Ref, scope_keys: Sequence[str],
+                              unit: list[float], model: str,
+                              limit: int) -> list[MemoryRow]:
+        dim = len(unit)
+        query = (select(_vectors.c.memory_id, _vectors.c.embedding)
+                 .select_from(memories.join(_vectors, _vectors.c.memory_id == memories.c.id))
+                 .where(self._live_in(tenant, scope_keys), _vectors.c.model == model,
+                        _vectors.c.dim == dim))
+        with reading(self.engine) as conn:
+            found = conn.execute(query).all()
+            if not found:
+                return []
+            ranked = _rank_exact([int(r[0]) for r in found], [r[1] for r in found], unit,
+                                 limit)
+            scores = dict(ranked)
+            rows = conn.execute(select(memories).where(memories.c.id.in_(list(scores)))).all()
+        by_id = {int(r._mapping["id"]): r for r in rows}
+        return [_row(by_id[i], score) for i, score in ranked if i in by_id]
+
     # -- the distillation commit ---------------------------------------------------------
 
     def commit_distillation(self, session_id: str, expected_version: int, through_seq: int,
@@ -226,6 +486,9 @@ class MemoryStore:
         caller read it: another worker distilled this range first.
         """
         now = self.clock()
+        for write in writes:  # index DDL in its own short transaction, before the write
+            if write.embedding is not None:
+                self.ensure_vector_index(len(write.embedding))
         with transaction(self.engine) as conn:
             moved = conn.execute(
                 update(chat_sessions)
@@ -244,6 +507,9 @@ class MemoryStore:
                     new_id = self._live_id(conn, write)
                 else:
                     inserted.append(new_id)
+                    if write.embedding is not None and write.embedding_model:
+                        self._put_vectors(conn, write.embedding_model,
+                                          [(new_id, write.embedding)])
                 if write.supersedes is not None and new_id is not None \
                         and new_id != write.supersedes:
                     superseded += self._supersede(conn, write, new_id, now)
@@ -257,7 +523,7 @@ class MemoryStore:
             "scope_key": write.scope_key, "content": write.content,
             "content_key": write.content_key, "source_session_id": session_id,
             "source_through_seq": through_seq, "created_at": now, "updated_at": now,
-            "superseded_by": None,
+            "superseded_by": None, "pii": write.sealed_pii,
         }
         dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
         statement = (dialect_insert(memories).values(**values).on_conflict_do_nothing()
@@ -280,6 +546,28 @@ class MemoryStore:
                    self._live_in(write.tenant, [write.scope_key]))
             .values(superseded_by=new_id, updated_at=now))
         return int(result.rowcount)
+
+    def sealed_after(self, memory_id: int, limit: int) -> list[tuple[int, str]]:
+        """``(id, sealed values)`` of memories carrying personal values, in id order after
+        ``memory_id``: what a re-key walks, in pages (every tenant: an operator task)."""
+        query = (select(memories.c.id, memories.c.pii)
+                 .where(memories.c.id > memory_id, memories.c.pii.is_not(None))
+                 .order_by(memories.c.id).limit(limit))
+        with reading(self.engine) as conn:
+            return [(int(r[0]), r[1]) for r in conn.execute(query)]
+
+    def count_sealed(self) -> int:
+        """How many memories carry personal values."""
+        query = select(func.count()).where(memories.c.pii.is_not(None))
+        with reading(self.engine) as conn:
+            return int(conn.execute(query).scalar_one())
+
+    def replace_sealed(self, memory_id: int, old: str, new: str) -> bool:
+        """Swap a memory's sealed values for ``new`` if they are still ``old``."""
+        with transaction(self.engine) as conn:
+            result = conn.execute(update(memories).where(
+                memories.c.id == memory_id, memories.c.pii == old).values(pii=new))
+            return result.rowcount == 1
 
     def rewind(self, session_id: str, through_seq: int = 0) -> bool:
         """Move ``distilled_through`` back to ``through_seq`` (compare-and-set by version
@@ -343,3 +631,27 @@ class MemoryStore:
         """Delete all of ``tenant``'s memories."""
         with transaction(self.engine) as conn:
             return int(conn.execute(delete(memories).where(_tenant_is(tenant))).rowcount)
+
+
+def _rank_exact(ids: list[int], blobs: list[bytes], unit: list[float],
+                limit: int) -> list[tuple[int, float]]:
+    """Exact cosine of unit vectors stored as float32 blobs: the ``limit`` best
+    ``(id, similarity)``, best first, the newer (higher id) first among equals. numpy
+    when installed (``chatkeep[embeddings]``), plain Python otherwise."""
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - exercised where numpy is absent
+        fmt = f"<{len(unit)}f"
+        scored = [(i, sum(a * b for a, b in zip(struct.unpack(fmt, blob), unit, strict=True)))
+                  for i, blob in zip(ids, blobs, strict=True)]
+        scored.sort(key=lambda item: (-item[1], -item[0]))
+        return scored[:limit]
+    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), len(unit))
+    similarity = matrix @ np.asarray(unit, dtype=np.float32)
+    if limit < len(ids):
+        best = np.argpartition(-similarity, limit - 1)[:limit]
+    else:
+        best = np.arange(len(ids))
+    picked = [(ids[int(n)], float(similarity[int(n)])) for n in best]
+    picked.sort(key=lambda item: (-item[1], -item[0]))
+    return picked

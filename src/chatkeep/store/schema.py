@@ -34,7 +34,9 @@ from chatkeep.store.memory_index import (
     PG_INDEX,
     PG_TEXT_CONFIG,
     create_memory_text_index,
+    create_memory_vector_table,
     drop_memory_text_index,
+    drop_memory_vector_table,
 )
 
 # Named constraints so Alembic migrations are stable across backends.
@@ -123,6 +125,8 @@ chat_messages = Table(
     Column("metadata", JSON, nullable=False, default=dict),
     # Provider payloads replayed verbatim (reasoning items, signed thinking blocks).
     Column("native", JSON, nullable=True),
+    # Set = retracted (the Agents SDK's pop_item / clear_session): kept, never replayed.
+    Column("retracted_at", TS, nullable=True),
     UniqueConstraint("session_id", "seq", name="uq_chat_messages_session_seq"),
     # Pinned instructions: build_history reads a session's system messages below the
     # summary watermark without walking its whole history.
@@ -179,6 +183,9 @@ memories = Table(
     Column("created_at", TS, nullable=False),
     Column("updated_at", TS, nullable=False),
     Column("superseded_by", BigId, nullable=True),  # no FK: survives the newer row's erasure
+    # The personal values the content holds, sealed like a session's PII vault, so that
+    # recall redacts them literally in whichever session it serves.
+    Column("pii", Text, nullable=True),
     Index("ix_memories_scope_recent", "tenant_type", "tenant_id", "scope_key", "updated_at"),
     Index("ix_memories_actor", "tenant_type", "tenant_id", "actor_type", "actor_id"),
     Index("uq_memories_live_content", "tenant_type", "tenant_id", "scope_key", "content_key",
@@ -190,3 +197,7 @@ memories = Table(
 )
 event.listen(memories, "after_create", create_memory_text_index)
 event.listen(memories, "before_drop", drop_memory_text_index)
+# Vectors live in a side table (``memory_vectors``, see memory_index.py): on PostgreSQL its
+# type exists only where pgvector does, so it is made by DDL hooks, not declared here.
+event.listen(memories, "after_create", create_memory_vector_table)
+event.listen(memories, "before_drop", drop_memory_vector_table)

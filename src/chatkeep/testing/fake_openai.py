@@ -1,5 +1,5 @@
-"""A real HTTP server on 127.0.0.1 that speaks the OpenAI ``/v1/chat/completions`` and
-``/v1/responses`` endpoints.
+"""A real HTTP server on 127.0.0.1 that speaks the OpenAI ``/v1/chat/completions``,
+``/v1/responses`` and ``/v1/embeddings`` endpoints.
 
 It records every request body and answers from a script (a queue of ``Reply`` values) or
 a responder function, so tests exercise the real ``openai`` SDK: serialisation, HTTP
@@ -11,10 +11,12 @@ production. It is a fake of the hosted model only; nothing in chatkeep knows it 
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import logging
 import secrets
+import struct
 import threading
 import time
 from collections import deque
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
+from chatkeep.memory.embeddings import Embedder, HashEmbedder
 from chatkeep.testing import wire_rules
 
 _log = logging.getLogger(__name__)
@@ -259,8 +262,10 @@ def pieces(text: str, count: int = 3) -> list[str]:
 class FakeOpenAIServer(FakeServerBase):
     """``with FakeOpenAIServer() as server: OpenAI(base_url=server.base_url, api_key="x")``.
 
-    Serves ``POST /v1/chat/completions`` (``stream: true`` included) and
-    ``POST /v1/responses`` (``previous_response_id`` included). With ``strict`` it answers
+    Serves ``POST /v1/chat/completions`` (``stream: true`` included),
+    ``POST /v1/responses`` (``previous_response_id`` included) and ``POST /v1/embeddings``
+    (vectors from ``embedder``, a deterministic ``HashEmbedder`` unless given; float or
+    base64; ``fail_embeddings(n)`` makes the next n answer an error). With ``strict`` it answers
     400 to bodies the hosted API rejects; the request is still recorded in ``requests`` and
     the message appended to ``rejected`` (one exception: an empty ``messages`` list is
     answered, for older tests that post ``messages=[]`` only to fetch a scripted reply).
@@ -268,12 +273,21 @@ class FakeOpenAIServer(FakeServerBase):
     already expanded into ``input``).
     """
 
-    paths = ("/chat/completions", "/responses")
+    paths = ("/chat/completions", "/responses", "/embeddings")
 
     def __init__(self, responder: Responder | None = None, model: str = "fake-model",
-                 strict: bool = True) -> None:
+                 strict: bool = True, embedder: Embedder | None = None) -> None:
         super().__init__(responder, model, strict)
         self._responses: dict[str, list[dict[str, Any]]] = {}  # id -> input + output items
+        self.embedder: Embedder = embedder or HashEmbedder()
+        self.embedding_requests: list[dict[str, Any]] = []
+        self._embedding_failures: deque[int] = deque()
+
+    def fail_embeddings(self, count: int = 1, status: int = 500) -> Self:
+        """Answer the next ``count`` embeddings requests with HTTP ``status``."""
+        with self._lock:
+            self._embedding_failures.extend([status] * count)
+        return self
 
     @property
     def base_url(self) -> str:
@@ -285,6 +299,8 @@ class FakeOpenAIServer(FakeServerBase):
             return self._chat(body)
         if path.endswith("/responses"):
             return self._responses_endpoint(body)
+        if path.endswith("/embeddings"):
+            return self._embeddings(body)
         return None
 
     def _invalid(self, message: str, param: str | None) -> Answer:
@@ -358,6 +374,38 @@ class FakeOpenAIServer(FakeServerBase):
         if with_usage:
             yield sse({**base, "choices": [], "usage": self._usage(reply, body)})
         yield sse("[DONE]")
+
+    # /embeddings ------------------------------------------------------------------------
+
+    def _embeddings(self, body: dict[str, Any]) -> Answer:
+        with self._lock:
+            self.embedding_requests.append(body)
+            failure = self._embedding_failures.popleft() if self._embedding_failures else None
+        if failure is not None:
+            return Answer(failure, self._error_body(failure, "scripted embeddings failure"))
+        texts = body.get("input")
+        if isinstance(texts, str):
+            texts = [texts]
+        if not isinstance(body.get("model"), str) or not body["model"]:
+            return self._invalid("you must provide a model parameter", "model")
+        if not isinstance(texts, list) or not texts or len(texts) > 2048 or not all(
+                isinstance(t, str) and t for t in texts):
+            return self._invalid("'$.input' is invalid: expected a non-empty string or a list "
+                                 "of 1 to 2048 non-empty strings", "input")
+        encoding = body.get("encoding_format", "float")
+        if encoding not in ("float", "base64"):
+            return self._invalid(f"invalid encoding_format {encoding!r}", "encoding_format")
+        vectors = self.embedder.embed(texts)
+        data: list[dict[str, Any]] = []
+        for index, vector in enumerate(vectors):
+            value: Any = list(vector)
+            if encoding == "base64":
+                value = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+            data.append({"object": "embedding", "index": index, "embedding": value})
+        tokens = sum(estimate_tokens(len(t)) for t in texts)
+        payload = {"object": "list", "data": data, "model": body["model"],
+                   "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        return Answer(200, json.dumps(payload).encode())
 
     # /responses -------------------------------------------------------------------------
 

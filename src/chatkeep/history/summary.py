@@ -1,0 +1,454 @@
+"""The structured running summary: typed items merged by id in code, plus a short narrative.
+
+A fold never rewrites the summary from scratch. The summariser proposes an edit (items
+to add, items to update or retire by id, a new narrative) and :func:`merge` applies it in
+code, so an item the model forgot to repeat is kept, and a contradicting update replaces
+the item it names. :meth:`StructuredSummary.fit` keeps the rendered summary within its
+limit by dropping the narrative first, then whole items by type priority (rules and
+constraints last), the least telling ones first within a type.
+
+Stored form: a JSON object marked ``"format": "chatkeep.summary/1"`` when there are items;
+a summary that is a narrative alone is stored as its plain text, which is also how every
+summary written before items existed reads back (:meth:`StructuredSummary.load`).
+No I/O here: plain code over values, shared by every shell.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any
+
+from chatkeep.errors import ModelError
+from chatkeep.history.clip import clip
+from chatkeep.tokens import TokenCounter
+
+#: Marks the stored JSON form (anything else stored is a narrative in plain text).
+FORMAT = "chatkeep.summary/1"
+#: Longest item the summariser may propose, in characters.
+MAX_ITEM_CHARS = 600
+#: Most operations one reply may carry.
+MAX_OPERATIONS = 100
+#: Smallest room worth keeping a clipped narrative for, in tokens.
+MIN_NARRATIVE_TOKENS = 12
+
+
+class ItemType(StrEnum):
+    """What kind of thing an item records; decides its section and how long it is kept."""
+
+    RULE = "rule"
+    """An instruction or rule the user set ("never share the vault code")."""
+    CONSTRAINT = "constraint"
+    """A budget, deadline or limit ("budget cap is $500")."""
+    TASK = "task"
+    """The task's state, next steps and open questions."""
+    FACT = "fact"
+    """A fact or decision."""
+    PREFERENCE = "preference"
+    """How the user likes things done."""
+
+
+#: Section titles, in the order the sections are rendered.
+SECTIONS: dict[ItemType, str] = {
+    ItemType.RULE: "Rules",
+    ItemType.CONSTRAINT: "Constraints",
+    ItemType.TASK: "Task and next steps",
+    ItemType.FACT: "Facts and decisions",
+    ItemType.PREFERENCE: "Preferences",
+}
+#: When the summary must shrink (after the narrative): the first type here goes first.
+SHRINK_ORDER: tuple[ItemType, ...] = (
+    ItemType.PREFERENCE, ItemType.FACT, ItemType.TASK, ItemType.CONSTRAINT, ItemType.RULE)
+NARRATIVE_TITLE = "Narrative"
+_PREFIX = {ItemType.RULE: "r", ItemType.CONSTRAINT: "c", ItemType.TASK: "t",
+           ItemType.FACT: "f", ItemType.PREFERENCE: "p"}
+#: Joins texts so one filter call (restore, redact) serves all of a summary's texts.
+_JOIN = "\n\u241e\n"
+
+
+class SummaryReplyError(ModelError):
+    """The summariser's JSON reply is off-shape: nothing of it is used."""
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryItem:
+    """One typed item of the summary; ``id`` is how later folds update or retire it."""
+
+    id: str
+    type: ItemType
+    text: str
+    touched: int = 0
+    """The fold that last added or updated it (newer items outlive older ones of a type)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewItem:
+    """An item the summariser proposes to add."""
+
+    type: ItemType
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ItemUpdate:
+    """A new text (and optionally type) for the item ``id``."""
+
+    id: str
+    text: str
+    type: ItemType | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryEdit:
+    """What one fold changes: the summariser's proposal, applied by :func:`merge`."""
+
+    add: tuple[NewItem, ...] = ()
+    update: tuple[ItemUpdate, ...] = ()
+    retire: tuple[str, ...] = ()
+    narrative: str | None = None
+    """The new narrative; ``None`` (or blank) keeps the previous one."""
+
+
+@dataclass(frozen=True, slots=True)
+class StructuredSummary:
+    """The running summary of a session: items by type, and a narrative."""
+
+    items: tuple[SummaryItem, ...] = ()
+    narrative: str = ""
+    folds: int = 0
+    """How many folds have written it."""
+    next_id: int = 1
+    """Number of the next item id (ids are never reused, retired ones included)."""
+
+    # -- reading and storing ---------------------------------------------------------------
+
+    @classmethod
+    def load(cls, stored: str | None) -> StructuredSummary | None:
+        """The summary stored as ``stored``: the JSON form, or any other text (a summary
+        written before items existed, or a narrative alone) as the narrative."""
+        if not stored or not stored.strip():
+            return None
+        if stored.lstrip().startswith("{"):
+            try:
+                data = json.loads(stored)
+            except ValueError:
+                data = None
+            if isinstance(data, Mapping) and data.get("format") == FORMAT:
+                return cls._from_json(data)
+        return cls(narrative=stored)
+
+    @classmethod
+    def _from_json(cls, data: Mapping[str, Any]) -> StructuredSummary:
+        items = []
+        for raw in data.get("items") or ():
+            try:
+                kind = ItemType(raw["type"])
+            except (KeyError, TypeError, ValueError):
+                kind = ItemType.FACT  # a type from a later version: keep the item
+            items.append(SummaryItem(str(raw["id"]), kind, str(raw["text"]),
+                                     int(raw.get("touched") or 0)))
+        return cls(tuple(items), str(data.get("narrative") or ""),
+                   int(data.get("folds") or 0), int(data.get("next") or len(items) + 1))
+
+    def dump(self) -> str:
+        """The stored form: the narrative's plain text when there are no items (readable by
+        any earlier version), else the JSON form."""
+        if not self.items and not self.narrative.lstrip().startswith("{"):
+            return self.narrative
+        return json.dumps({
+            "format": FORMAT, "folds": self.folds, "next": self.next_id,
+            "items": [{"id": i.id, "type": i.type.value, "text": i.text, "touched": i.touched}
+                      for i in self.items],
+            "narrative": self.narrative}, ensure_ascii=False)
+
+    # -- rendering -------------------------------------------------------------------------
+
+    def render(self) -> str:
+        """The compact replay: one section per type in use, then the narrative. A summary
+        without items renders as its narrative alone."""
+        if not self.items:
+            return self.narrative.strip()
+        lines: list[str] = []
+        for kind, title in SECTIONS.items():
+            texts = [i.text for i in self.items if i.type is kind]
+            if texts:
+                lines.append(f"{title}:")
+                lines.extend(f"- {text}" for text in texts)
+        if self.narrative.strip():
+            lines.append(f"{NARRATIVE_TITLE}:")
+            lines.append(self.narrative.strip())
+        return "\n".join(lines)
+
+    def ledger(self) -> str:
+        """The items as the summariser reads them: id, type and text, one per line."""
+        return "\n".join(f"- [{i.id}] {i.type.value}: {i.text}" for i in self.items)
+
+    # -- transforming ----------------------------------------------------------------------
+
+    def get(self, item_id: str) -> SummaryItem | None:
+        """The item called ``item_id``, if any."""
+        return next((i for i in self.items if i.id == item_id), None)
+
+    def texts(self) -> list[str]:
+        """Every text it holds (the narrative first, then each item's)."""
+        return [self.narrative, *(i.text for i in self.items)]
+
+    def map_texts(self, change: Callable[[list[str]], list[str]]) -> StructuredSummary:
+        """The same summary with every text passed through ``change`` (all at once, in the
+        order of :meth:`texts`): how the compressor restores, redacts and stores them."""
+        texts = self.texts()
+        changed = change(texts)
+        if len(changed) != len(texts):
+            raise ValueError("a text filter must return one text per text")
+        items = tuple(replace(i, text=t) for i, t in zip(self.items, changed[1:], strict=True))
+        return replace(self, items=items, narrative=changed[0])
+
+    def fit(self, limit: int, counter: TokenCounter) -> StructuredSummary:
+        """This summary shrunk until its rendering costs at most ``limit`` tokens: the
+        narrative first (its oldest lines, then clipped, then dropped), then whole items in
+        :data:`SHRINK_ORDER`, within a type the least telling and least recent first."""
+        if counter.count(self.render()) <= limit:
+            return self
+        shrunk = _fit_narrative(self, limit, counter)
+        if counter.count(shrunk.render()) <= limit:
+            return shrunk
+        shrunk = replace(shrunk, narrative="")
+        victims = sorted(shrunk.items, key=_drop_key)
+        dropped: set[str] = set()
+        for victim in victims:
+            dropped.add(victim.id)
+            candidate = replace(shrunk, items=tuple(i for i in shrunk.items
+                                                    if i.id not in dropped))
+            if counter.count(candidate.render()) <= limit:
+                return candidate
+        return replace(shrunk, items=())
+
+
+def _fit_narrative(summary: StructuredSummary, limit: int,
+                   counter: TokenCounter) -> StructuredSummary:
+    lines = [ln for ln in summary.narrative.strip().splitlines() if ln.strip()]
+    while len(lines) > 1:  # an outline: its oldest lines go first
+        lines.pop(0)
+        candidate = replace(summary, narrative="\n".join(lines))
+        if counter.count(candidate.render()) <= limit:
+            return candidate
+    text = lines[0] if lines else ""
+    bare = replace(summary, narrative="")
+    room = limit - counter.count(bare.render()) - (
+        counter.count(f"\n{NARRATIVE_TITLE}:\n") if summary.items else 0)
+    for _ in range(8):  # shrink until the pluggable counter agrees
+        if room < MIN_NARRATIVE_TOKENS or not text:
+            break
+        clipped = clip(text, room, counter)[0]
+        candidate = replace(summary, narrative=clipped)
+        if clipped and counter.count(candidate.render()) <= limit:
+            return candidate
+        room -= max(1, room // 10)
+    return bare
+
+
+def _drop_key(item: SummaryItem) -> tuple[int, int, int, int]:
+    number = int(item.id[1:]) if item.id[1:].isdigit() else 0
+    return (SHRINK_ORDER.index(item.type), salience(item.text), item.touched, number)
+
+
+# -- merging -------------------------------------------------------------------------------
+
+
+def merge(previous: StructuredSummary | None, edit: SummaryEdit) -> StructuredSummary:
+    """Apply ``edit`` to ``previous``: retire, update and add by id. Items the edit does not
+    name are kept as they were; an added item equal to a kept one only refreshes it."""
+    base = previous or StructuredSummary()
+    fold = base.folds + 1
+    retired = set(edit.retire)
+    updates = {u.id: u for u in edit.update}
+    items: list[SummaryItem] = []
+    for item in base.items:
+        if item.id in retired:
+            continue
+        update = updates.get(item.id)
+        if update is not None:
+            item = SummaryItem(item.id, update.type or item.type, _one_line(update.text), fold)
+        items.append(item)
+    next_id = base.next_id
+    for new in edit.add:
+        text = _one_line(new.text)
+        same = next((n for n, i in enumerate(items) if _key(i.text) == _key(text)), None)
+        if same is not None:
+            items[same] = replace(items[same], touched=fold)
+            continue
+        items.append(SummaryItem(f"{_PREFIX[new.type]}{next_id}", new.type, text, fold))
+        next_id += 1
+    narrative = base.narrative
+    if edit.narrative is not None and edit.narrative.strip():
+        narrative = edit.narrative.strip()
+    return StructuredSummary(tuple(items), narrative, fold, next_id)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _key(text: str) -> str:
+    return " ".join(text.casefold().split()).rstrip(".")
+
+
+# -- reading the summariser's reply --------------------------------------------------------
+
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.DOTALL)
+
+
+def read_reply(text: str, previous: StructuredSummary | None) -> SummaryEdit:
+    """The edit a reply proposes. A JSON object is checked strictly
+    (:func:`parse_edit`); any other non-empty text is the new narrative, the items left as
+    they were (small models often ignore JSON instructions: the reply is still used)."""
+    body = text.strip()
+    fenced = _FENCE.match(body)
+    if fenced:
+        body = fenced.group(1).strip()
+    if not body:
+        raise SummaryReplyError("the summariser's reply is empty")
+    if body.startswith("{") or (body.startswith("[") and _is_json(body)):
+        return parse_edit(body, previous)
+    return SummaryEdit(narrative=text.strip())
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_edit(text: str, previous: StructuredSummary | None) -> SummaryEdit:
+    """``{"add": [...], "update": [...], "retire": [...], "narrative": "..."}`` checked
+    strictly: unknown keys or types, ids the summary does not hold, an id named twice,
+    empty or overlong texts all raise ``SummaryReplyError``."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SummaryReplyError(f"the summariser's reply is not JSON: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise SummaryReplyError("the summariser's reply is not a JSON object")
+    unknown = sorted(set(data) - {"add", "update", "retire", "narrative"})
+    if unknown:
+        raise SummaryReplyError(f"the summariser's reply has unknown keys {unknown}")
+    known = {i.id for i in previous.items} if previous else set()
+    add = tuple(NewItem(_type(raw.get("type"), f"add[{n}]"), _text(raw.get("text"),
+                                                                   f"add[{n}] text"))
+                for n, raw in enumerate(_objects(data, "add")))
+    updates: list[ItemUpdate] = []
+    named: set[str] = set()
+    for n, raw in enumerate(_objects(data, "update")):
+        item_id = _id(raw.get("id"), f"update[{n}]", known, named)
+        kind = None if raw.get("type") is None else _type(raw.get("type"), f"update[{n}]")
+        updates.append(ItemUpdate(item_id, _text(raw.get("text"), f"update[{n}] text"), kind))
+    retire = tuple(_id(raw, f"retire[{n}]", known, named)
+                   for n, raw in enumerate(_list(data, "retire")))
+    if len(add) + len(updates) + len(retire) > MAX_OPERATIONS:
+        raise SummaryReplyError(f"the summariser's reply holds more than {MAX_OPERATIONS} "
+                                "operations")
+    narrative = data.get("narrative")
+    if narrative is not None and not isinstance(narrative, str):
+        raise SummaryReplyError("narrative must be a string")
+    return SummaryEdit(add, tuple(updates), retire, narrative)
+
+
+def _list(data: Mapping[str, Any], key: str) -> list[Any]:
+    value = data.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise SummaryReplyError(f'"{key}" must be a list')
+    return value
+
+
+def _objects(data: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    values = _list(data, key)
+    for n, value in enumerate(values):
+        if not isinstance(value, Mapping):
+            raise SummaryReplyError(f"{key}[{n}] is not an object")
+    return values
+
+
+def _type(value: Any, what: str) -> ItemType:
+    try:
+        return ItemType(str(value).strip().lower())
+    except ValueError:
+        raise SummaryReplyError(f"{what} has an unknown type {value!r} (expected one of "
+                                f"{[t.value for t in ItemType]})") from None
+
+
+def _text(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise SummaryReplyError(f"{what} must be a non-empty string, got {value!r}")
+    text = _one_line(value)
+    if len(text) > MAX_ITEM_CHARS:
+        raise SummaryReplyError(f"{what} is longer than {MAX_ITEM_CHARS} characters")
+    return text
+
+
+def _id(value: Any, what: str, known: set[str], named: set[str]) -> str:
+    if not isinstance(value, str) or value not in known:
+        raise SummaryReplyError(f"{what} names {value!r}, which the summary does not hold")
+    if value in named:
+        raise SummaryReplyError(f"{what}: item {value} is named twice")
+    named.add(value)
+    return value
+
+
+# -- how telling a sentence is -------------------------------------------------------------
+
+_DIGIT = re.compile(r"\d")
+_DATE = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b|\b(?:jan|feb|mar|apr|may|jun|jul"
+    r"|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{1,2}\b|\b(?:monday|tuesday|wednesday|thursday"
+    r"|friday|saturday|sunday|today|tomorrow|tonight|yesterday)\b", re.IGNORECASE)
+_NEGATION = re.compile(
+    r"\b(?:never|not|no|none|nothing|nobody|without|cannot|can't|don't|doesn't|didn't|won't"
+    r"|mustn't|shouldn't|isn't|aren't)\b", re.IGNORECASE)
+_IMPERATIVE = frozenset((
+    "always", "never", "only", "use", "keep", "make", "do", "don't", "avoid", "stop", "send",
+    "write", "report", "reply", "answer", "ask", "tell", "call", "run", "check", "include",
+    "exclude", "remember", "note", "add", "remove", "delete", "follow", "ensure", "be", "treat",
+    "put", "show", "list", "give", "mention", "cite", "quote", "respond", "format", "prefer",
+    "please", "must", "should", "set", "book", "buy", "schedule", "cancel", "limit", "cap"))
+_IDENTIFIER = re.compile(r"\w*[a-z][A-Z]\w*|\w+[_/@.]\w+|<[A-Z_]+_\d+>|[A-Z]{2,}\w*")
+_PRONOUNS = frozenset({"I", "I'm", "I'd", "I'll", "I've"})
+
+
+def salience(text: str) -> int:
+    """How much a sentence carries that a summary must keep: numbers, dates, names and
+    identifiers, negations, an imperative opening. 0 for small talk."""
+    words = text.split()
+    if not words:
+        return 0
+    score = 2 if _DIGIT.search(text) else 0
+    score += 2 if _DATE.search(text) else 0
+    score += 2 if _NEGATION.search(text) else 0
+    score += 2 if words[0].lower().strip(",.:;!") in _IMPERATIVE else 0
+    names = 0
+    for before, word in itertools.pairwise(words):
+        bare = word.strip("\"'(),.:;!?")
+        if before.endswith((".", "!", "?", ":")) or bare in _PRONOUNS or not bare:
+            continue
+        if bare[0].isupper() or _IDENTIFIER.fullmatch(bare):
+            names += 1
+    return score + min(3, names)
+
+
+def through_filter(texts: Sequence[str], change: Callable[[str], str]) -> list[str]:
+    """``[change(t) for t in texts]`` in one call of ``change`` where it can: the texts are
+    joined by a separator no recogniser matches, and split back (one call per text when
+    the separator did not survive)."""
+    if len(texts) <= 1:
+        return [change(t) for t in texts]
+    parts = change(_JOIN.join(texts)).split(_JOIN)
+    if len(parts) == len(texts):
+        return parts
+    return [change(t) for t in texts]
