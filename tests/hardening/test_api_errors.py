@@ -318,9 +318,6 @@ def test_sqlite_fast_path_writes_what_the_core_path_writes(tmp_path: Path) -> No
     assert dumps[0] == dumps[1]
 
 
-@pytest.mark.xfail(strict=True, reason="llm/openai_client.py (not this change's files) lets the "
-                   "SDK's JSONDecodeError through: OpenAIChatModel.complete should turn a "
-                   "ValueError from the client into ModelError, as it does OpenAIError")
 def test_a_model_answering_with_a_non_json_body_is_a_chatkeep_error(tmp_path: Path) -> None:
     import http.server
 

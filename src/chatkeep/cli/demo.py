@@ -15,7 +15,14 @@ import typer
 from rich.panel import Panel
 from sqlalchemy.engine import make_url
 
-from chatkeep.cli.common import ConfigOption, DbOption, console, open_keep, safe
+from chatkeep.cli.common import (
+    ConfigOption,
+    DbOption,
+    console,
+    open_keep,
+    readable_summary,
+    safe,
+)
 from chatkeep.importing import ImportedMessage, append_all, parse_lines
 from chatkeep.messages import Role
 from chatkeep.refs import Ref
@@ -75,13 +82,14 @@ def demo(db: DbOption = DEMO_DB,
                           f"{history.tokens:>8} / {budget:<12}  {session.summary_watermark:>9}"
                           + flag)
             if fired:
-                excerpt = (session.summary or "").replace("\n", " ")
+                excerpt = readable_summary(session.summary).replace("\n", " ")
                 console.print(f"      [dim]summary v{session.row.summary_version} now covers "
                               f"seq 1-{session.summary_watermark}, ending: "
                               f"…{safe(excerpt[-160:])}[/dim]")
 
         append_all(session, messages, after_append)
-        console.print(Panel(safe(session.summary or "(no summary: the conversation fit)"),
+        console.print(Panel(safe(readable_summary(session.summary)
+                                 or "(no summary: the conversation fit)"),
                             title=f"summary (watermark seq {session.summary_watermark}, "
                                   f"version {session.row.summary_version})"))
         stored = session.message_count

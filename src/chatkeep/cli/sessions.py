@@ -23,6 +23,7 @@ from chatkeep.cli.common import (
     parse_range,
     parse_ref,
     print_json,
+    readable_summary,
     ref_json,
     require_ref,
     safe,
@@ -116,7 +117,8 @@ def show(session_id: SessionIdArg, tenant: TenantOption = None,
         shown = messages if count is None else messages[len(messages) - count:] \
             if count else []
         if as_json:
-            print_json({**session_json(s), "summary": s.summary, "conversation_tokens": size,
+            print_json({**session_json(s), "summary": readable_summary(s.summary),
+                        "conversation_tokens": size,
                         "messages": [_message_json(m) for m in shown]})
             return
         console.print(f"[bold]session[/bold] {s.id}", soft_wrap=True)
@@ -129,11 +131,13 @@ def show(session_id: SessionIdArg, tenant: TenantOption = None,
                       f"(version {s.row.summary_version}) · distilled through "
                       f"{s.row.distilled_through}")
         if s.summary:
-            console.print(f"[bold]summary[/bold]\n{safe(s.summary)}")
+            console.print(f"[bold]summary[/bold]\n{safe(readable_summary(s.summary))}")
         table = Table("seq", "role", "content", "tokens", show_lines=True)
         for m in shown:
             role = m.role.value if m.role is not Role.TOOL else f"tool ← {safe(m.tool_call_id)}"
             folded = " [dim](summarised)[/dim]" if m.seq <= s.summary_watermark else ""
+            if m.retracted_at is not None:
+                folded += " [yellow](retracted)[/yellow]"
             table.add_row(str(m.seq), role + folded, _describe(m), str(m.tokens or 0))
         console.print(table)
         if len(shown) < len(messages):

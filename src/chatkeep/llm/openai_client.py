@@ -36,7 +36,7 @@ class OpenAIChatModel:
         kwargs = request(messages, model, max_tokens, temperature, json_mode)
         try:
             response = self.client.chat.completions.create(**kwargs)
-        except openai.OpenAIError as exc:
+        except (openai.OpenAIError, ValueError) as exc:  # ValueError: a body that is not JSON
             raise ModelError(f"{model}: {type(exc).__name__}: {exc}") from exc
         return _completion(response, model)
 
@@ -58,7 +58,7 @@ class AsyncOpenAIChatModel:
         kwargs = request(messages, model, max_tokens, temperature, json_mode)
         try:
             response = await self.client.chat.completions.create(**kwargs)
-        except openai.OpenAIError as exc:
+        except (openai.OpenAIError, ValueError) as exc:  # ValueError: a body that is not JSON
             raise ModelError(f"{model}: {type(exc).__name__}: {exc}") from exc
         return _completion(response, model)
 
