@@ -135,6 +135,20 @@ def run(url: str, label: str, calls: int, appends: int) -> None:
     keep.close()
 
 
+def append_versus_sdk(appends: int) -> None:
+    """Append throughput at matched durability beside the Agents SDK's ``SQLiteSession``
+    (the comparison of ``bench/append.py``, run here so one command reports both)."""
+    import asyncio
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import append  # the same comparison, defined once
+
+    print("\n### SQLite appends beside the OpenAI Agents SDK's SQLiteSession\n")
+    with tempfile.TemporaryDirectory(prefix="chatkeep-append-") as tmp:
+        asyncio.run(append.run(Path(tmp), appends, 25))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db-dir", type=Path, default=None)
@@ -146,6 +160,7 @@ def main() -> None:
         db_dir = args.db_dir or Path(tmp)
         run(f"sqlite:///{db_dir / 'bench-history.db'}", "SQLite (file, WAL)", args.calls,
             args.appends)
+    append_versus_sdk(args.appends)
     if args.postgres:
         from chatkeep.testing.postgres import scratch_schema
 
