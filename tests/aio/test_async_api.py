@@ -91,3 +91,28 @@ def test_concurrent_turns_on_one_loop_keep_seq_gapless(db_url: str) -> None:
             assert len(await shared.read_messages()) == 40
 
     run(scenario())
+
+
+def test_recall_by_meaning_through_the_async_embedder(db_url: str) -> None:
+    """The async keep embeds through openai.AsyncOpenAI on the real /v1/embeddings wire."""
+    from chatkeep.memory.embeddings import AsyncOpenAIEmbedder
+
+    facts = {"facts": [{"scope": "tenant", "content": "Prefers espresso over tea."}]}
+
+    async def scenario(server: FakeOpenAIServer) -> None:
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        async with AsyncChatkeep(db_url, model=client, dispatcher="inline",
+                                 embedder=AsyncOpenAIEmbedder("fake-embed", client)) as keep:
+            session = await keep.sessions.create(ORG)
+            await session.add_user("I like espresso more than tea.")
+            await session.add_assistant("Noted.")
+            assert (await keep.memory.distil(session)).added == 1
+            assert keep.memory.recall_mode == "hybrid"
+            status = await keep.memory.vector_status(ORG)
+            assert status is not None and (status.embedded, status.missing) == (1, 0)
+            found = await keep.memory.recall(session, query="espresso")
+            assert [m.content for m in found] == ["Prefers espresso over tea."]
+        assert server.embedding_requests, "embeddings went over the wire"
+
+    with FakeOpenAIServer(responder=lambda body: Reply.json(facts)) as server:
+        run(scenario(server))

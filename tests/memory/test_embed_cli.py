@@ -12,6 +12,7 @@ from chatkeep.cli.memories import memories_app
 from chatkeep.memory.embeddings import HashEmbedder
 from chatkeep.testing import FakeOpenAIServer
 
+# Embedders passed here are sync; the async embedder is tested in tests/aio.
 pytestmark = pytest.mark.sync_api
 app = typer.Typer()
 app.add_typer(memories_app, name="memories")

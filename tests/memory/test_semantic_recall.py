@@ -28,6 +28,7 @@ from chatkeep.store.memory_index import VECTOR_TABLE
 from chatkeep.testing import FakeOpenAIServer
 
 # The async API has no embedder yet (its twin comes once it lands): sync axis only.
+# Embedders passed here are sync; the async embedder is tested in tests/aio.
 pytestmark = pytest.mark.sync_api
 
 SYNONYMS = {"drink": "beverage", "espresso": "beverage",
