@@ -337,3 +337,25 @@ def test_property_no_cross_scope_result(make_keep: Callable[..., Chatkeep]) -> N
 
     check()
     assert isinstance(keep.memory.retriever, HybridRetriever)
+
+
+def test_a_cached_scope_sees_every_write_and_erasure(skeep: Chatkeep, player: Player,
+                                                     embedder: OpenAIEmbedder) -> None:
+    """SQLite keeps a scope's decoded vectors between recalls; any memory written,
+    superseded or erased since must show at once (PostgreSQL runs the same checks)."""
+    session = skeep.sessions.create(ORG, ALICE)
+    remember(skeep, player, session, ("tenant", "Prefers espresso over tea."))
+    query = embedder.embed(["espresso"])[0]
+    keys = [t.key for t in readable_targets(ORG, ALICE, None)]
+
+    def nearest() -> list[str]:
+        return [m.content for m in skeep.memory.store.vector_search(
+            ORG, keys, query, "fake-embed", 10)]
+
+    assert nearest() == ["Prefers espresso over tea."]
+    assert nearest() == ["Prefers espresso over tea."]  # served from the cache
+    remember(skeep, player, session, ("tenant", "Orders a double espresso every morning."))
+    assert set(nearest()) == {"Prefers espresso over tea.",
+                              "Orders a double espresso every morning."}
+    skeep.memory.forget(ORG, whole_tenant=True)
+    assert nearest() == []

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import struct
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -461,16 +462,29 @@ class MemoryStore:
                               unit: list[float], model: str,
                               limit: int) -> list[MemoryRow]:
         dim = len(unit)
-        query = (select(_vectors.c.memory_id, _vectors.c.embedding)
-                 .select_from(memories.join(_vectors, _vectors.c.memory_id == memories.c.id))
-                 .where(self._live_in(tenant, scope_keys), _vectors.c.model == model,
-                        _vectors.c.dim == dim))
+        scope = and_(self._live_in(tenant, scope_keys), _vectors.c.model == model,
+                     _vectors.c.dim == dim)
+        joined = memories.join(_vectors, _vectors.c.memory_id == memories.c.id)
+        key = (id(self.engine), tenant.type, tenant.id_text, tuple(sorted(scope_keys)), model,
+               dim)
         with reading(self.engine) as conn:
-            found = conn.execute(query).all()
-            if not found:
+            # What the scope holds now, in one aggregate over the index: any insert, delete
+            # or supersede changes it, so a cached matrix is reused only while it is exact.
+            fingerprint = tuple(conn.execute(select(
+                func.count(), func.max(_vectors.c.memory_id),
+                func.sum(_vectors.c.memory_id)).select_from(joined).where(scope)
+                # The covering index: the 1.5 KB vector rows themselves are never read.
+                .with_hint(_vectors, f"INDEXED BY {VECTOR_TABLE}_model", "sqlite")).one())
+            if not fingerprint[0]:
                 return []
-            ranked = _rank_exact([int(r[0]) for r in found], [r[1] for r in found], unit,
-                                 limit)
+            cached = _SCOPE_CACHE.get(key)
+            if cached is None or cached[0] != fingerprint:
+                found = conn.execute(select(_vectors.c.memory_id, _vectors.c.embedding)
+                                     .select_from(joined).where(scope)).all()
+                cached = (fingerprint, *_scope_matrix([int(r[0]) for r in found],
+                                                      [r[1] for r in found], dim))
+                _SCOPE_CACHE.put(key, cached)
+            ranked = _rank_exact(cached[1], cached[2], unit, limit)
             scores = dict(ranked)
             rows = conn.execute(select(memories).where(memories.c.id.in_(list(scores)))).all()
         by_id = {int(r._mapping["id"]): r for r in rows}
@@ -633,21 +647,58 @@ class MemoryStore:
             return int(conn.execute(delete(memories).where(_tenant_is(tenant))).rowcount)
 
 
-def _rank_exact(ids: list[int], blobs: list[bytes], unit: list[float],
-                limit: int) -> list[tuple[int, float]]:
-    """Exact cosine of unit vectors stored as float32 blobs: the ``limit`` best
-    ``(id, similarity)``, best first, the newer (higher id) first among equals. numpy
-    when installed (``chatkeep[embeddings]``), plain Python otherwise."""
+class _LruCache:
+    """A small process-local LRU map (the decoded vectors of recently searched scopes)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: Any, value: Any) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
+#: Decoded scopes: ``key -> (fingerprint, ids, matrix)``. Reading and decoding every
+#: vector of a 10k-memory scope on each recall cost ~140 ms; a checked cache hit costs
+#: the fingerprint query and one matrix product.
+_SCOPE_CACHE = _LruCache(64)
+
+
+def _scope_matrix(ids: list[int], blobs: list[bytes], dim: int) -> tuple[list[int], Any]:
+    """The scope's vectors as one float32 matrix (numpy), or the blobs (plain Python)."""
     try:
         import numpy as np
     except ImportError:  # pragma: no cover - exercised where numpy is absent
+        return ids, blobs
+    return ids, np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), dim)
+
+
+def _rank_exact(ids: list[int], vectors: Any, unit: list[float],
+                limit: int) -> list[tuple[int, float]]:
+    """Exact cosine of unit vectors (a float32 matrix, or float32 blobs without numpy):
+    the ``limit`` best ``(id, similarity)``, best first, the newer (higher id) first among
+    equals. numpy when installed (``chatkeep[embeddings]``), plain Python otherwise."""
+    if isinstance(vectors, list):
         fmt = f"<{len(unit)}f"
         scored = [(i, sum(a * b for a, b in zip(struct.unpack(fmt, blob), unit, strict=True)))
-                  for i, blob in zip(ids, blobs, strict=True)]
+                  for i, blob in zip(ids, vectors, strict=True)]
         scored.sort(key=lambda item: (-item[1], -item[0]))
         return scored[:limit]
-    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), len(unit))
-    similarity = matrix @ np.asarray(unit, dtype=np.float32)
+    import numpy as np
+
+    similarity = vectors @ np.asarray(unit, dtype=np.float32)
     if limit < len(ids):
         best = np.argpartition(-similarity, limit - 1)[:limit]
     else:

@@ -91,11 +91,16 @@ _SQLITE_VECTOR_CREATE = (
     f"CREATE TABLE IF NOT EXISTS {VECTOR_TABLE} ("
     "memory_id INTEGER NOT NULL PRIMARY KEY REFERENCES memories(id) ON DELETE CASCADE, "
     "model VARCHAR(255) NOT NULL, dim INTEGER NOT NULL, embedding BLOB NOT NULL)",
+    # Covers the scope fingerprint a cached search checks first, so it never reads the
+    # vector rows themselves (1.5 KB each).
+    f"CREATE INDEX IF NOT EXISTS {VECTOR_TABLE}_model ON {VECTOR_TABLE} "
+    "(memory_id, model, dim)",
     # Foreign keys are on in chatkeep's engines; the trigger covers any other connection.
     f"CREATE TRIGGER IF NOT EXISTS {VECTOR_TABLE}_ad AFTER DELETE ON memories BEGIN "
     f"DELETE FROM {VECTOR_TABLE} WHERE memory_id = old.id; END",
 )
 _SQLITE_VECTOR_DROP = (f"DROP TRIGGER IF EXISTS {VECTOR_TABLE}_ad",
+                       f"DROP INDEX IF EXISTS {VECTOR_TABLE}_model",
                        f"DROP TABLE IF EXISTS {VECTOR_TABLE}")
 
 
