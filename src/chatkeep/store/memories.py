@@ -444,19 +444,28 @@ class MemoryStore:
         schema, dim = self._schema(), len(unit)
         kind = _PgVector(schema, dim)
         distance = cast(_vectors.c.embedding, kind).op(f'OPERATOR("{schema}".<=>)')(
-            bindparam("query_vector", unit, type_=kind)).label("distance")
-        query = (select(memories, distance)
-                 .select_from(memories.join(_vectors, _vectors.c.memory_id == memories.c.id))
-                 # The dimension as a literal: the HNSW index is partial on it.
-                 .where(self._live_in(tenant, scope_keys), _vectors.c.model == model,
-                        _vectors.c.dim == literal_column(str(int(dim))))
-                 .order_by(literal_column("distance")).limit(limit))
+            bindparam("query_vector", unit, type_=kind))
+
+        def nearest(order: Any) -> Any:
+            return (select(memories, distance.label("distance"))
+                    .select_from(memories.join(_vectors, _vectors.c.memory_id == memories.c.id))
+                    # The dimension as a literal: the HNSW index is partial on it.
+                    .where(self._live_in(tenant, scope_keys), _vectors.c.model == model,
+                           _vectors.c.dim == literal_column(str(int(dim))))
+                    .order_by(order).limit(limit))
+
         with reading(self.engine) as conn:
             # If the planner walks the HNSW index, walk on until `limit` rows pass the
             # scope filter (pgvector >= 0.8), in exact distance order.
             conn.exec_driver_sql("SET LOCAL hnsw.iterative_scan = strict_order")
             conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {max(40, min(limit, 1000))}")
-            return [_row(r, 1.0 - float(r._mapping["distance"])) for r in conn.execute(query)]
+            rows = conn.execute(nearest(distance)).all()
+            if len(rows) < limit:
+                # An approximate index can miss in-scope vectors (an in-scope memory far
+                # from a crowd of another tenant's): fewer than asked means the scope may
+                # hold more, so rank it exactly (the expression keeps the index out).
+                rows = conn.execute(nearest(distance.op("+")(literal_column("0")))).all()
+            return [_row(r, 1.0 - float(r._mapping["distance"])) for r in rows]
 
     def _sqlite_vector_search(self, tenant: Ref, scope_keys: Sequence[str],
                               unit: list[float], model: str,
