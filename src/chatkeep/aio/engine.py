@@ -20,6 +20,7 @@ from chatkeep.store.engine import (
     READ_ONLY,
     SQLITE_BUSY_TIMEOUT_MS,
     SQLITE_SYNCHRONOUS,
+    apply_sqlite_pragmas,
     describe_url,
     parse_url,
     sqlite_path,
@@ -76,16 +77,11 @@ def make_async_engine(url: str | URL, *, sqlite_synchronous: str = "FULL",
 
 
 def _sqlite_settings(engine: AsyncEngine, synchronous: str) -> None:
-    @event.listens_for(engine.sync_engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
-        cursor = dbapi_connection.cursor()
-        for pragma in ("journal_mode=WAL", f"synchronous={synchronous}",
-                       f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}", "foreign_keys=ON"):
-            cursor.execute(f"PRAGMA {pragma}")
-        cursor.close()
+    apply_sqlite_pragmas(engine.sync_engine, synchronous)
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Any) -> None:
+        # The sync store writes BEGIN straight to pysqlite; aiosqlite's connection is a
+        # coroutine API, so here it goes through SQLAlchemy's adapter.
         read_only = conn.get_execution_options().get(READ_ONLY)
         conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")

@@ -101,6 +101,23 @@ def make_engine(url: str | URL, *, sqlite_synchronous: str = "FULL", **kwargs: A
     return engine
 
 
+def apply_sqlite_pragmas(engine: Engine, synchronous: str, *, wal: bool = True) -> None:
+    """Every new SQLite connection of ``engine`` (sync, or an async engine's
+    ``sync_engine``) gets chatkeep's settings: WAL, ``synchronous``, the busy timeout,
+    foreign keys, and no implicit BEGIN (chatkeep issues its own)."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        pragmas = ["journal_mode=WAL"] if wal else []
+        pragmas += [f"synchronous={synchronous}", f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
+                    "foreign_keys=ON"]
+        for pragma in pragmas:
+            cursor.execute(f"PRAGMA {pragma}")
+        cursor.close()
+
+
 def _sqlite_engine(parsed: URL, synchronous: str, **kwargs: Any) -> Engine:
     path = sqlite_path(parsed)
     in_memory = parsed.database in (None, "", ":memory:")
@@ -115,17 +132,7 @@ def _sqlite_engine(parsed: URL, synchronous: str, **kwargs: Any) -> Engine:
         kwargs.setdefault("connect_args", {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
     engine = create_engine(parsed, **kwargs)
 
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # Let us issue BEGIN ourselves (pysqlite's implicit BEGIN is DEFERRED).
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        if not in_memory:
-            cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute(f"PRAGMA synchronous={synchronous}")
-        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
+    apply_sqlite_pragmas(engine, synchronous, wal=not in_memory)
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:

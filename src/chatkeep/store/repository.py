@@ -148,6 +148,16 @@ def _row_to_session(row: Any) -> SessionRow:
     )
 
 
+def new_messages(session_id: str, first: int, now: datetime,
+                 batch: Sequence[tuple[MessageDraft, int | None, Any]]) -> list[Message]:
+    """The messages a batch append writes: consecutive ``seq`` from ``first``, one clock
+    (shared by the SQLAlchemy path and the direct SQLite path)."""
+    return [Message(session_id, first + offset, draft.role, draft.content, draft.tool_calls,
+                    draft.tool_call_id, draft.name, tokens, now, dict(draft.metadata),
+                    dict(draft.native))
+            for offset, (draft, tokens, _) in enumerate(batch)]
+
+
 def _row_to_message(row: Any) -> Message:
     m = row._mapping
     calls = tuple(ToolCall.from_openai(c) for c in (m["tool_calls"] or []))
@@ -370,16 +380,12 @@ class Repository:
         billed_tokens = sum(b.usage.total_tokens for _, _, b in batch if b is not None)
         session = self._claim_seq(conn, session_id, now, billed_tokens, len(batch))
         first = session.last_seq - len(batch) + 1
-        messages: list[Message] = []
         rows: list[dict[str, Any]] = []
         calls: list[dict[str, Any]] = []
         usages: list[dict[str, Any]] = []
-        for offset, (draft, tokens, billed) in enumerate(batch):
-            seq = first + offset
-            message = Message(session_id, seq, draft.role, draft.content, draft.tool_calls,
-                              draft.tool_call_id, draft.name, tokens, now,
-                              dict(draft.metadata), dict(draft.native))
-            messages.append(message)
+        messages = new_messages(session_id, first, now, batch)
+        for message, (draft, tokens, billed) in zip(messages, batch, strict=True):
+            seq = message.seq
             rows.append({
                 "session_id": session_id, "seq": seq, "role": draft.role.value,
                 "content": draft.content,
@@ -722,17 +728,13 @@ class _SqliteAppender:
         session = _row_to_session(_Mapped(dict(zip(
             self.session_names, _bound(self.session_results, raw), strict=True))))
         first = session.last_seq - len(batch) + 1
-        messages: list[Message] = []
         rows: list[list[Any]] = []
         calls: list[list[Any]] = []
         usages: list[list[Any]] = []
         tenant = ref_values("tenant", session.tenant)
-        for offset, (draft, tokens, billed) in enumerate(batch):
-            seq = first + offset
-            message = Message(session_id, seq, draft.role, draft.content, draft.tool_calls,
-                              draft.tool_call_id, draft.name, tokens, now,
-                              dict(draft.metadata), dict(draft.native))
-            messages.append(message)
+        messages = new_messages(session_id, first, now, batch)
+        for message, (draft, tokens, billed) in zip(messages, batch, strict=True):
+            seq = message.seq
             values = (session_id, seq, draft.role.value, draft.content,
                       [c.to_openai() for c in draft.tool_calls] or None, draft.tool_call_id,
                       draft.name, tokens, now, message.metadata, message.native or None)
