@@ -9,14 +9,36 @@ messages of 30 to 150 words, deterministic) kept within a 6000-token history bud
 answer, its summariser an OpenAI client (the real SDK) against ``FakeOpenAIServer``.
 langmem: ``summarize_messages`` (``max_tokens`` = the budget, ``max_summary_tokens`` =
 600) before every assistant answer, its model a LangChain runnable. Both models answer
-every call with a summary of the same size (it grows by four items, about 100 tokens, per
-call, up to the 600-token limit; chatkeep's as JSON items, langmem's as text).
+every call with a summary of about the same size (it grows by four items, about 60
+tokens, per call, up to the 600-token limit; chatkeep's as JSON items, langmem's as text).
 
 Tokens fed are counted with the same 4-characters-per-token heuristic over the text of
 every message sent to the summariser (prompt, previous summary, conversation); the
 conversation's tokens with the same counter. The peak history is the largest replay each
 one produced (langmem's budget check counts the messages since the last summary, not the
-summary and system prompt beside them, so it may go over).
+summary and system prompt beside them, so it may go over). "Question folded" counts the
+histories that do not end with the user message being answered (it went into the
+summary, and the model answers a summary of it). "Summarised" is the
+conversation counted as summarised at the end (before chatkeep's watermark; langmem's
+summarised message ids), and fed / summarised what each summarised token cost: tokens fed
+depend on where the conversation stops relative to the last fold, this ratio much less.
+
+The lossless floor is what no summariser can beat on this workload if it keeps every
+history within the budget and shows its model every message it counts as summarised.
+A history (checked before every assistant answer, as above) is the system prompt, the
+summary and the unsummarised messages, each with 4 tokens of framing; the summary after
+k calls is s_k tokens, as the workload's model writes it for langmem (s_0 = 0); ``tail``
+messages (the question being answered, or chatkeep's protected tail) stay verbatim:
+
+* calls >= C_min, the number of folds of the schedule that folds only when the history
+  would otherwise be over the budget, and then everything but the tail. No schedule
+  needs fewer: after as many folds, this one's watermark is never behind another's
+  (folding later or less only leaves more to fold);
+* tokens fed >= (T - U) + s_1 + ... + s_(C_min - 1): every summarised message read once,
+  the previous summary once per call after the first, no instructions at all. T is the
+  conversation's tokens; U the most of it that can still be unsummarised at the end, the
+  longest run of last messages that fits the budget beside the system prompt and a
+  summary of s_(C_min), plus the final answer (no history is built after it).
 """
 
 from __future__ import annotations
@@ -46,6 +68,8 @@ from chatkeep.tokens import HeuristicCounter
 COUNTER = HeuristicCounter()
 SYSTEM = "You are a helpful assistant for a small software consultancy."
 SUMMARY_TOKENS = 600
+#: Tokens of framing one message costs in a history (role, separators).
+FRAMING = 4
 WORDS = ("the", "client", "asked", "about", "invoices", "deadlines", "the", "migration",
          "plan", "budget", "staging", "database", "review", "tests", "deployment", "timezone",
          "report", "contract", "scope", "estimate", "risk", "meeting", "notes", "backlog",
@@ -77,12 +101,44 @@ def summary_text(call: int) -> str:
 @dataclass
 class Tally:
     """Calls and tokens fed to one summariser; the largest history it replayed; the tokens
-    of conversation it counts as summarised but never showed the summariser."""
+    of conversation it counts as summarised, and of those the ones it never showed the
+    summariser."""
 
     calls: int = 0
     fed: int = 0
     peak: int = 0
     unread: int = 0
+    summarised: int = 0
+    question_folded: int = 0
+
+
+def lossless_floor(texts: list[tuple[str, str]], budget: int, tail: int) -> Tally:
+    """The floor of the module docstring: fewest calls, fewest tokens fed (a bound each);
+    the largest history is that of the fewest-calls schedule."""
+    sizes = [COUNTER.count(text) for _, text in texts]
+    cost = [size + FRAMING for size in sizes]
+    system = COUNTER.count(SYSTEM) + FRAMING
+
+    def summary(k: int) -> int:
+        return COUNTER.count(summary_text(k)) + FRAMING if k else 0
+
+    floor = Tally()
+    watermark = 0
+    checks = [n for n, (role, _) in enumerate(texts) if role == "user"]
+    for n in checks:
+        if system + summary(floor.calls) + sum(cost[watermark:n + 1]) > budget:
+            watermark = max(watermark, n + 1 - tail)
+            floor.calls += 1
+        floor.peak = max(floor.peak,
+                         system + summary(floor.calls) + sum(cost[watermark:n + 1]))
+    room = budget - system - summary(floor.calls)
+    last = checks[-1] + 1 if checks else 0
+    start = last
+    while start > 0 and sum(cost[start - 1:last]) <= room:
+        start -= 1
+    floor.summarised = sum(sizes[:start])
+    floor.fed = floor.summarised + sum(summary(k) - FRAMING for k in range(1, floor.calls))
+    return floor
 
 
 def run_chatkeep(texts: list[tuple[str, str]], budget: int, config: ChatConfig,
@@ -109,8 +165,12 @@ def run_chatkeep(texts: list[tuple[str, str]], budget: int, config: ChatConfig,
                 session.add_user(text)
                 history = compressor.build_history(session, SYSTEM)
                 tally.peak = max(tally.peak, history.tokens)
+                tally.question_folded += history[-1].get("content") != text
             else:
                 session.add_assistant(text)
+        watermark = session.refresh().summary_watermark
+        tally.summarised = sum(COUNTER.count(m.content or "") for m in session.messages
+                               if m.seq <= watermark)
         keep.close()
     return tally
 
@@ -140,13 +200,15 @@ def run_langmem(texts: list[tuple[str, str]], budget: int,
                                         max_tokens_before_summary=before_summary,
                                         max_summary_tokens=SUMMARY_TOKENS)
             running = result.running_summary or running
+            tally.question_folded += result.messages[-1].id != f"m{n}"
             tally.peak = max(tally.peak, sum(COUNTER.count(str(m.content)) + 4
                                              for m in result.messages))
         else:
             messages.append(AIMessage(content=text, id=f"m{n}"))
     summarised = running.summarized_message_ids if running else set()
-    tally.unread = sum(COUNTER.count(str(m.content)) for m in messages
-                       if m.id in summarised) - shown
+    tally.summarised = sum(COUNTER.count(str(m.content)) for m in messages
+                           if m.id in summarised)
+    tally.unread = tally.summarised - shown
     return tally
 
 
@@ -158,12 +220,21 @@ def main() -> None:
     args = parser.parse_args()
     texts = conversation(args.turns)
     total = sum(COUNTER.count(text) for _, text in texts)
-    rows: list[tuple[str, Tally]] = []
+    tail = ChatConfig().recent_messages_min
+    rows: list[tuple[str, Tally]] = [
+        (f"lossless floor, last {tail} messages verbatim (chatkeep's protected tail)",
+         lossless_floor(texts, args.budget, tail)),
+        ("lossless floor, only the question verbatim", lossless_floor(texts, args.budget, 1)),
+    ]
     with tempfile.TemporaryDirectory() as tmp:
+        default = ChatConfig(max_history_tokens=args.budget, summary_max_tokens=SUMMARY_TOKENS)
+        rows.append((f"chatkeep (default), compress_target {default.compress_target:g}",
+                     run_chatkeep(texts, args.budget, default, Path(tmp) / "default.db")))
         for target in (0.6, 0.4, 0.3, 0.25, 0.2):
             config = ChatConfig(max_history_tokens=args.budget, compress_target=target,
                                 summary_max_tokens=SUMMARY_TOKENS)
-            rows.append((f"chatkeep, compress_target {target}",
+            label = " (the previous default)" if target == 0.6 else ""
+            rows.append((f"chatkeep, compress_target {target}{label}",
                          run_chatkeep(texts, args.budget, config, Path(tmp) / f"{target}.db")))
     rows.append(("langmem", run_langmem(texts, args.budget)))
     # langmem held to the same budget: summary and system prompt inside it.
@@ -172,12 +243,14 @@ def main() -> None:
                  run_langmem(texts, args.budget, before_summary=within)))
     print(f"{args.turns} turns, {total} conversation tokens, a {args.budget}-token budget, "
           f"{SUMMARY_TOKENS}-token summaries.\n")
-    print("| summariser | calls | tokens fed | fed / conversation | largest history "
-          "| summarised unread |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| summariser | calls | tokens fed | fed / conversation | summarised "
+          "| fed / summarised | largest history | summarised unread | question folded |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, tally in rows:
+        over = " (over budget!)" if tally.peak > args.budget else ""
         print(f"| {name} | {tally.calls} | {tally.fed} | {tally.fed / total:.3f}x | "
-              f"{tally.peak} | {tally.unread} |")
+              f"{tally.summarised} | {tally.fed / max(1, tally.summarised):.3f}x | "
+              f"{tally.peak}{over} | {tally.unread} | {tally.question_folded} |")
 
 
 if __name__ == "__main__":

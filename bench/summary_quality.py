@@ -140,8 +140,8 @@ class ScriptedModel:
         prompt = body["messages"][1]["content"]
         items_part, _, rest = prompt.partition("\n\nNarrative so far:")
         new_part = rest.split("New part of the conversation:\n", 1)[1]
-        ids = {line.split("] ", 1)[1].split(": ", 1)[1]: line[3:].split("]", 1)[0]
-               for line in items_part.splitlines() if line.startswith("- [")}
+        ids = {line.split("] ", 1)[1]: line[1:].split("]", 1)[0]  # "[f3] text" -> f3
+               for line in items_part.splitlines() if line.startswith("[")}
         found: dict[str, Planted] = {}
         for planted in self.planted:
             if planted.text in new_part:

@@ -37,8 +37,12 @@ class ChatConfig:
     """Budget for system prompt + summary + replayed messages."""
     recent_messages_min: int = 4
     """The last N replayable messages always go verbatim."""
-    compress_target: float = 0.6
-    """After compressing, aim for this fraction of the budget (hysteresis)."""
+    compress_target: float = 0.0
+    """How far a fold goes: the oldest messages are folded until the history (with the
+    summary counted at its limit) would cost at most this share of the budget. ``0`` (the
+    default) folds everything but the protected tail, so each fold is as large, and the
+    next one as late, as the budget allows: the fewest summariser calls. A higher value
+    keeps more verbatim after a fold, at the price of smaller, more frequent folds."""
     summary_max_tokens: int | None = None
     """Length the summary is kept within (a longer reply is clipped); ``None`` = a tenth of
     ``max_history_tokens`` (600 for the default budget)."""
@@ -70,19 +74,22 @@ class ChatConfig:
             raise ConfigError("chat.max_history_tokens must be positive")
         if self.recent_messages_min < 0:
             raise ConfigError("chat.recent_messages_min must be >= 0")
-        if not 0.0 < self.compress_target <= 1.0:
-            raise ConfigError("chat.compress_target must be in (0, 1]")
+        target = self.compress_target
+        if isinstance(target, bool) or not isinstance(target, int | float) \
+                or not 0.0 <= target <= 1.0:
+            raise ConfigError(f"chat.compress_target must be a number from 0 to 1, got "
+                              f"{target!r}")
         if self.max_message_tokens <= 0:
             raise ConfigError("chat.max_message_tokens must be positive")
         if self.summary_max_tokens is None:
             pass
         elif self.summary_max_tokens <= 0:
             raise ConfigError("chat.summary_max_tokens must be positive")
-        elif self.summary_max_tokens >= self.compress_target * self.max_history_tokens:
+        elif self.summary_max_tokens >= self.max_history_tokens:
             raise ConfigError(
-                "chat.summary_max_tokens must be below compress_target * max_history_tokens "
-                f"({self.summary_max_tokens} >= {self.compress_target * self.max_history_tokens:g})"
-                ": the summary alone would fill the budget")
+                "chat.summary_max_tokens must be below chat.max_history_tokens "
+                f"({self.summary_max_tokens} >= {self.max_history_tokens}): the summary alone "
+                "would fill the budget")
         if self.summary_role not in _SUMMARY_ROLES:
             raise ConfigError(f"chat.summary_role must be one of {list(_SUMMARY_ROLES)}, "
                               f"got {self.summary_role!r}")

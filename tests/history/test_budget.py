@@ -4,13 +4,17 @@ folding of an oversized backlog, summaries kept within their limit."""
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Sequence
 
 import pytest
 
 from chatkeep import Chatkeep, HistoryCompressor, Ref, ToolCall
+from chatkeep.config import ChatConfig, Config, ConfigError
+from chatkeep.formats.base import SUMMARY_HEADER
 from chatkeep.history import SummaryResult
 from chatkeep.history.clip import clip
+from chatkeep.history.plan import MESSAGE_OVERHEAD
 from chatkeep.messages import Message, Usage
 from chatkeep.tokens import HeuristicCounter
 
@@ -125,3 +129,135 @@ def test_a_long_summary_is_shortened_to_its_limit(keep: Chatkeep, factor: float)
     history = hc.build_history(s, SYSTEM)
     assert HeuristicCounter().count(s.summary or "") <= 100
     assert history.compressed and not history.over_budget
+
+
+# -- how often folds happen ----------------------------------------------------------------
+
+
+class CountingSummarizer:
+    """Answers every fold with the same summary; records what each call was shown."""
+
+    def __init__(self, summary: str = "S " * 200) -> None:
+        self.summary = summary.strip()
+        self.folds: list[list[int]] = []
+
+    def summarize(self, previous: str | None, messages: Sequence[Message],
+                  language: str) -> SummaryResult:
+        self.folds.append([m.seq for m in messages])
+        return SummaryResult(self.summary)
+
+
+def conversation(messages: int, seed: int = 3) -> list[str]:
+    """Deterministic user/assistant texts of 20 to 120 words."""
+    rng = random.Random(seed)
+    return [f"{'U' if n % 2 == 0 else 'A'}{n} " + "word " * rng.randint(20, 120)
+            for n in range(messages)]
+
+
+def fewest_folds(texts: list[str], budget: int, fixed: int, summary: int, tail: int) -> int:
+    """The fewest folds that keep every history (one before every answer) within the
+    budget while showing the summariser every message it folds: fold only when the
+    history would be over the budget, and then everything but the last ``tail`` messages.
+    Folding earlier or less never leaves less to fold later, so nothing needs fewer."""
+    counter = HeuristicCounter()
+    costs = [counter.count(t) + MESSAGE_OVERHEAD for t in texts]
+    watermark = folds = 0
+    for n in range(0, len(texts), 2):
+        if fixed + (summary if folds else 0) + sum(costs[watermark:n + 1]) > budget:
+            watermark, folds = n + 1 - tail, folds + 1
+    return folds
+
+
+def run_conversation(keep: Chatkeep, hc: HistoryCompressor, texts: list[str]) -> list[int]:
+    """Every text in turn, a history before every answer; the histories' estimates."""
+    s = keep.sessions.create(tenant=ORG)
+    sizes = []
+    for n, text in enumerate(texts):
+        if n % 2:
+            s.add_assistant(text)
+            continue
+        s.add_user(text)
+        history = hc.build_history(s, SYSTEM)
+        assert not history.over_budget, history.over_budget_reason
+        assert history[-1]["content"] == text  # the question always goes verbatim
+        sizes.append(history.tokens)
+    return sizes
+
+
+def test_by_default_a_long_conversation_folds_as_rarely_as_the_budget_allows(
+        keep: Chatkeep) -> None:
+    counter = HeuristicCounter()
+    texts = conversation(160)
+    budget = 2000
+    summarizer = CountingSummarizer()
+    hc = HistoryCompressor(summarizer, max_history_tokens=budget)
+    assert hc.config.compress_target == 0 and hc.config.recent_messages_min == 4
+    sizes = run_conversation(keep, hc, texts)
+    assert max(sizes) <= budget
+    fixed = counter.count(SYSTEM) + MESSAGE_OVERHEAD
+    summary = counter.count(SUMMARY_HEADER + summarizer.summary) + MESSAGE_OVERHEAD
+    floor = fewest_folds(texts, budget, fixed, summary, tail=4)
+    assert floor >= 5  # the conversation is several budgets long
+    assert len(summarizer.folds) == floor
+    # Each message was shown once, in order, and each fold left only the protected tail.
+    shown = [seq for fold in summarizer.folds for seq in fold]
+    assert shown == list(range(1, len(shown) + 1))
+    # The previous default (fold down to 60% of the budget) calls the summariser far more.
+    often = CountingSummarizer()
+    run_conversation(keep, HistoryCompressor(often, max_history_tokens=budget,
+                                             compress_target=0.6), texts)
+    assert len(often.folds) > floor + 3
+
+
+@pytest.mark.parametrize("target", [0.1, 0.2, 0.3])
+def test_a_low_compress_target_never_leaves_the_history_over_budget(
+        keep: Chatkeep, target: float) -> None:
+    """Formerly, when the fixed parts and the tail alone cost more than the target,
+    folding waited for a batch of (1 - target) of the budget and the history went over."""
+    summarizer = CountingSummarizer()
+    hc = HistoryCompressor(summarizer, max_history_tokens=2000, compress_target=target)
+    sizes = run_conversation(keep, hc, conversation(100, seed=5))
+    assert max(sizes) <= 2000 and summarizer.folds
+
+
+def test_folding_waits_for_a_batch_only_when_folding_cannot_fit_the_budget(
+        keep: Chatkeep) -> None:
+    """The protected tail alone is over the budget: each small turn would otherwise cost a
+    summariser call; they are folded in batches, the history flagged over budget."""
+    summarizer = CountingSummarizer("S")
+    hc = HistoryCompressor(summarizer, max_history_tokens=1000)
+    s = keep.sessions.create(tenant=ORG)
+    reasons = []
+    for i in range(40):
+        s.add_user(f"U{i} " + ("big " * 300 if i >= 38 else "small " * 30))
+        history = hc.build_history(s, SYSTEM)
+        s.add_assistant(f"A{i} " + ("big " * 300 if i >= 37 else "small " * 30))
+        reasons.append(history.over_budget_reason or "")
+    assert summarizer.folds  # folded while folding could fit the budget
+    assert not any("waits" in r for r in reasons[:37])
+    calls = len(summarizer.folds)
+    for i in range(40, 60):  # the last four messages are now ~1200 tokens
+        s.add_user(f"U{i} " + "big " * 300)
+        history = hc.build_history(s, SYSTEM)
+        s.add_assistant(f"A{i} " + "big " * 300)
+        assert history.over_budget
+        reasons.append(history.over_budget_reason or "")
+    assert any("folding waits until" in r for r in reasons[40:])
+    # Far fewer calls than turns: about one per budget's worth of foldable messages.
+    assert 0 < len(summarizer.folds) - calls <= 12
+
+
+@pytest.mark.parametrize("value", [-0.1, 1.5, float("nan"), "0.5", True, None])
+def test_compress_target_out_of_range_is_a_config_error(value: object) -> None:
+    with pytest.raises(ConfigError, match="compress_target"):
+        ChatConfig(compress_target=value).validate()  # type: ignore[arg-type]
+
+
+def test_compress_target_zero_is_the_default_and_settable_by_name() -> None:
+    assert ChatConfig().compress_target == 0
+    for value in (0, 0.0, 0.6, 1):
+        ChatConfig(compress_target=value).validate()
+    assert Config.from_dict({"chat": {"compress_target": "0.4"}}).chat.compress_target == 0.4
+    assert HistoryCompressor(None, compress_target=0.6).config.compress_target == 0.6
+    with pytest.raises(ConfigError, match="summary_max_tokens"):
+        ChatConfig(max_history_tokens=500, summary_max_tokens=500).validate()

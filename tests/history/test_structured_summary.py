@@ -96,7 +96,7 @@ def test_a_fold_that_forgets_an_item_does_not_drop_it(
     # The model saw the previous items once, with their ids, and the previous narrative.
     prompt = llm_server.requests[1]["messages"][1]["content"]
     assert prompt.count("Never disclose the vault code.") == 1
-    assert "[r1] rule: Never disclose the vault code." in prompt
+    assert "rule:\n[r1] Never disclose the vault code.\nconstraint:\n[c2] Budget" in prompt
     assert "The user set up the project." in prompt
 
 

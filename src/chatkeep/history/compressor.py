@@ -6,8 +6,10 @@ messages after the system prompt. Over it, the oldest replayable messages (never
 last ``recent_messages_min``, never the open turn) are folded into the running summary
 by the summariser, in chunks that fit its context, and the summary and its new
 watermark are stored with compare-and-set, so concurrent callers agree on one summary
-per watermark step. Folding goes down to ``compress_target`` of the budget, so
-compression does not fire again on the very next turn.
+per watermark step. By default a fold takes everything but that protected tail, in one
+call when it fits the summariser's context: the fewest calls a history within the budget
+allows, since the next fold comes only when the budget is full again
+(``compress_target`` > 0 keeps more verbatim after a fold, at the price of more folds).
 
 What to send and what to fold is decided by :func:`chatkeep.history.plan.plan_history`
 (plain code over values); this module reads, calls the summariser and writes. A call

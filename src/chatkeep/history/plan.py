@@ -86,27 +86,33 @@ def plan_history(*, system_text: str, pinned_before: Sequence[Message], summary:
     pending = 0 if split.open else len([m for m in split.current if m.replay_text])
     protect = min(len(replay), max(config.recent_messages_min, pending))
     foldable = len(replay) - protect
+    # After a fold the summary may be as long as its limit: plan with that.
     summary_after = _text_cost(SUMMARY_HEADER + "x" * 4 * config.summary_limit, counter)
     fixed_after = fixed - (_text_cost(SUMMARY_HEADER + summary, counter) if summary else 0) \
         + summary_after
     floor = fixed_after + sum(costs[foldable:]) + open_cost
-    target = config.compress_target * budget
     if foldable == 0:
         return dataclasses.replace(plan, over_budget_reason=(
             f"{total} tokens over the budget of {budget}, and nothing can be folded: the "
             f"system prompt, pinned instructions, summary and the protected tail (the last "
             f"{protect} messages and the open turn) need that much"))
+    target = config.compress_target * budget
     foldable_cost = sum(costs[:foldable])
-    if floor > target and foldable_cost < (1 - config.compress_target) * budget:
-        # The tail alone cannot reach the target: fold in batches of the usual size
-        # instead of calling the summariser for every new turn.
+    batch = fold_batch(budget, target, fixed_after)
+    if floor > budget and foldable_cost < batch:
+        # Folding everything foldable would still leave the history over the budget: fold
+        # in batches of a usual fold's size, not one summariser call for every new turn.
         return dataclasses.replace(plan, over_budget_reason=(
-            f"{total} tokens over the budget of {budget}: the protected tail and fixed parts "
-            f"need {floor} tokens; folding waits until {foldable_cost} foldable tokens grow to "
-            f"a batch of {int((1 - config.compress_target) * budget)}"))
+            f"{total} tokens over the budget of {budget}: the system prompt, pinned "
+            f"instructions, summary and the protected tail need {floor} tokens even after "
+            f"a fold; folding waits until {foldable_cost} foldable tokens grow to a batch "
+            f"of {batch}"))
     reason = f"{total} tokens over the budget of {budget}"
     if not allow_fold:
         return dataclasses.replace(plan, over_budget_reason=reason)
+    # Fold the oldest messages until the history would cost at most the target: with the
+    # default target (0) everything but the protected tail, so each fold is as large, and
+    # the next one as late, as the budget allows.
     remaining = sum(costs)
     fold: list[Message] = []
     for message, cost in zip(replayable[:foldable], costs, strict=False):
@@ -115,6 +121,14 @@ def plan_history(*, system_text: str, pinned_before: Sequence[Message], summary:
         fold.append(message)
         remaining -= cost
     return dataclasses.replace(plan, fold=tuple(fold), over_budget_reason=reason)
+
+
+def fold_batch(budget: int, target: float, fixed_after: int) -> int:
+    """What a usual fold takes when nothing is protected: from the budget down to the
+    target, or to what the system prompt, pinned instructions and a full summary need
+    (at least a quarter of the budget). When even folding everything foldable cannot bring
+    a history within the budget, folding waits for this much instead of firing every turn."""
+    return max(budget - max(int(target), fixed_after), budget // 4)
 
 
 def message_cost(message: Message, counter: TokenCounter, format: str) -> int:

@@ -70,14 +70,13 @@ class StructuredSummarizer(Protocol):
 
 
 SYSTEM_PROMPT = """\
-Update the running summary of a conversation. Reply with one JSON object: {{"add": \
-[{{"type": "...", "text": "..."}}], "update": [{{"id": "...", "text": "..."}}], "retire": \
-["id"], "narrative": "..."}}. type: rule (the user's instructions), constraint (budget, \
-deadline, limit), task (state, next steps, open questions), fact (fact, decision) or \
-preference. Add what the new part says that is worth keeping, one short item each, exact \
-values kept; update items whose value changed; retire items no longer true; items not \
-named are kept. narrative: at most {max_words} words. Keep placeholders like <EMAIL_1>. \
-Write in {language}."""
+Update a conversation's running summary. Reply with one JSON object: {{"add": [{{"type": \
+"...", "text": "..."}}], "update": [{{"id": "...", "text": "..."}}], "retire": ["id"], \
+"narrative": "..."}}. Types: rule (the user's instructions), constraint (budget, deadline, \
+limit), task (state, next steps, open questions), fact (facts, decisions), preference. Add \
+each new thing worth keeping as one short item, exact values kept; update items whose value \
+changed; retire items no longer true; items not named stay. Narrative: at most {max_words} \
+words. Keep placeholders like <EMAIL_1>. Write in {language}."""
 
 USER_PROMPT = """\
 Items so far:

@@ -184,8 +184,15 @@ class StructuredSummary:
         return "\n".join(lines)
 
     def ledger(self) -> str:
-        """The items as the summariser reads them: id, type and text, one per line."""
-        return "\n".join(f"- [{i.id}] {i.type.value}: {i.text}" for i in self.items)
+        """The items as the summariser reads them: under their type, one per line with its
+        id (``rule:`` then ``[r1] Never share the vault code.``)."""
+        lines: list[str] = []
+        for kind in SECTIONS:
+            items = [i for i in self.items if i.type is kind]
+            if items:
+                lines.append(f"{kind.value}:")
+                lines.extend(f"[{i.id}] {i.text}" for i in items)
+        return "\n".join(lines)
 
     # -- transforming ----------------------------------------------------------------------
 
