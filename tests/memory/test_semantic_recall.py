@@ -7,14 +7,16 @@ a synonym table so chosen paraphrases land near each other).
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 
 import openai
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memory_helpers import ALICE, BOB, MATTER, ORG, OTHER_ORG, Player, remember
-from sqlalchemy import text
+from sqlalchemy import create_engine, event, inspect, text
 
 from chatkeep import Chatkeep, Ref
 from chatkeep.config import LLMConfig, MemoryConfig
@@ -23,8 +25,13 @@ from chatkeep.memory.embeddings import HashEmbedder, OpenAIEmbedder, embedder_fr
 from chatkeep.memory.hybrid import Fusion, HybridRetriever, fuse
 from chatkeep.memory.recall import TextRetriever
 from chatkeep.memory.scopes import readable_targets
+from chatkeep.store import make_engine, migrate
 from chatkeep.store.memories import MemoryRow, MemoryWrite
-from chatkeep.store.memory_index import VECTOR_TABLE
+from chatkeep.store.memory_index import (
+    GENERATION_TABLE,
+    VECTOR_TABLE,
+    drop_memory_generations,
+)
 from chatkeep.testing import FakeOpenAIServer
 
 # The async API has no embedder yet (its twin comes once it lands): sync axis only.
@@ -340,22 +347,193 @@ def test_property_no_cross_scope_result(make_keep: Callable[..., Chatkeep]) -> N
 
 
 def test_a_cached_scope_sees_every_write_and_erasure(skeep: Chatkeep, player: Player,
-                                                     embedder: OpenAIEmbedder) -> None:
-    """SQLite keeps a scope's decoded vectors between recalls; any memory written,
-    superseded or erased since must show at once (PostgreSQL runs the same checks)."""
+                                                     embedder: OpenAIEmbedder, db_url: str,
+                                                     make_keep: Callable[..., Chatkeep],
+                                                     openai_client: openai.OpenAI) -> None:
+    """SQLite keeps a scope's decoded vectors between recalls, checked against the tenant's
+    generation stamp; any memory written, superseded, re-embedded or erased since, through
+    this engine or any other connection, must show at once (PostgreSQL runs the same
+    checks)."""
     session = skeep.sessions.create(ORG, ALICE)
     remember(skeep, player, session, ("tenant", "Prefers espresso over tea."))
     query = embedder.embed(["espresso"])[0]
     keys = [t.key for t in readable_targets(ORG, ALICE, None)]
+    store = skeep.memory.store
+    read_vectors: list[str] = []
+
+    def count_vector_reads(conn, cursor, statement, *_):  # type: ignore[no-untyped-def]
+        if "embedding" in statement and statement.lstrip().upper().startswith("SELECT"):
+            read_vectors.append(statement)
+
+    event.listen(skeep.engine, "before_cursor_execute", count_vector_reads)
+
+    def nearest() -> set[str]:  # the scope holds fewer than 10: all of its live vectors
+        return {m.content for m in store.vector_search(ORG, keys, query, "fake-embed", 10)}
+
+    def live_id(content: str) -> int:
+        return next(m.id for m in skeep.memory.list(ORG) if m.content == content)
+
+    assert nearest() == {"Prefers espresso over tea."}
+    loads = len(read_vectors)
+    assert nearest() == {"Prefers espresso over tea."}
+    if skeep.engine.dialect.name == "sqlite":
+        assert len(read_vectors) == loads  # served from the cache: no vector was read
+    remember(skeep, player, session, ("tenant", "Orders a double espresso every morning."))
+    assert nearest() == {"Prefers espresso over tea.", "Orders a double espresso every morning."}
+    # Superseded by a memory with no vector yet: out of vector recall at once.
+    session.add_user("x")
+    row = session.refresh().row
+    target = {t.scope.value: t for t in readable_targets(ORG, ALICE, None)}["tenant"]
+    assert store.commit_distillation(session.id, row.distil_version, session.message_count, [
+        MemoryWrite(tenant=ORG, scope="tenant", scope_key=target.key, subject=None,
+                    actor=None, content="Drinks only tea now.", content_key="tea-now",
+                    supersedes=live_id("Prefers espresso over tea."))]) is not None
+    assert nearest() == {"Orders a double espresso every morning."}
+    # Re-embedded by another model (a model change), then back by this one.
+    double = live_id("Orders a double espresso every morning.")
+    assert store.store_vectors("other-model", [(double, query)]) == 1
+    assert nearest() == set()
+    assert skeep.memory.embed_missing().embedded == 2  # "double" and "tea now"
+    assert nearest() == {"Orders a double espresso every morning.", "Drinks only tea now."}
+    # Writes through another engine and another process's kind of connection: a second
+    # Chatkeep on the same database, and plain SQL with none of chatkeep's settings.
+    other = make_keep(model=openai_client, embedder=embedder)
+    remember(other, player, other.sessions.get(session.id),
+             ("personal", "Takes an espresso before every hearing."))
+    assert nearest() == {"Orders a double espresso every morning.",
+                         "Takes an espresso before every hearing.", "Drinks only tea now."}
+    plain = create_engine(db_url)
+    try:
+        with plain.begin() as conn:
+            conn.execute(text(f"DELETE FROM {VECTOR_TABLE} WHERE memory_id = :id"),
+                         {"id": double})
+        assert "Orders a double espresso every morning." not in nearest()
+        hearing = live_id("Takes an espresso before every hearing.")
+        with plain.begin() as conn:
+            conn.execute(text("DELETE FROM memories WHERE id = :id"), {"id": hearing})
+        assert nearest() == {"Drinks only tea now."}
+        with plain.begin() as conn:
+            conn.execute(text("UPDATE memories SET superseded_by = id WHERE content = :c"),
+                         {"c": "Drinks only tea now."})
+        assert nearest() == set()
+        with plain.begin() as conn:
+            conn.execute(text("UPDATE memories SET superseded_by = NULL WHERE content = :c"),
+                         {"c": "Drinks only tea now."})
+        assert nearest() == {"Drinks only tea now."}
+    finally:
+        plain.dispose()
+    skeep.memory.forget(ORG, whole_tenant=True)
+    assert nearest() == set()
+    event.remove(skeep.engine, "before_cursor_execute", count_vector_reads)
+
+
+def _stamp(conn: sqlite3.Connection, tenant: Ref = ORG) -> int | None:
+    row = conn.execute(f"SELECT generation FROM {GENERATION_TABLE} WHERE tenant_type = ? "
+                       "AND tenant_id = ?", (tenant.type, tenant.id_text)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def test_every_write_that_can_change_a_tenants_vectors_renews_its_stamp(
+        tmp_path: Path) -> None:
+    """The SQLite triggers themselves, driven by raw SQL on a plain connection (what any
+    other process could do): each kind of write gives the tenant a new stamp, and only
+    that tenant."""
+    keep = Chatkeep(f"sqlite:///{tmp_path / 'g.db'}")
+    keep.close()
+    conn = sqlite3.connect(tmp_path / "g.db", isolation_level=None)
+    columns = ("tenant_type, tenant_id, tenant_id_int, scope, scope_key, content, content_key, "
+               "source_through_seq, created_at, updated_at")
+
+    def insert(tenant: Ref, content: str) -> int:
+        cursor = conn.execute(
+            f"INSERT INTO memories ({columns}) VALUES (?, ?, 1, 'tenant', 'tenant', ?, ?, 0, "
+            "'2026-01-01 00:00:00', '2026-01-01 00:00:00')",
+            (tenant.type, tenant.id_text, content, content))
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    insert(OTHER_ORG, "theirs")
+    seen: list[int | None] = []
+
+    def renews(statement: str, *args: object) -> None:
+        before, theirs = _stamp(conn), _stamp(conn, OTHER_ORG)
+        conn.execute(statement, args)
+        after = _stamp(conn)
+        assert after is not None and after != before and after not in seen, statement
+        assert _stamp(conn, OTHER_ORG) == theirs, statement
+        seen.append(after)
+
+    first = insert(ORG, "one")
+    seen.append(_stamp(conn))
+    renews(f"INSERT INTO memories ({columns}) VALUES ('organization', '1', 1, 'tenant', "
+           "'tenant', 'two', 'two', 0, '2026-01-01', '2026-01-01')")
+    (second,) = conn.execute("SELECT id FROM memories WHERE content = 'two'").fetchone()
+    blob = b"\0\0\x80\x3f"
+    renews(f"INSERT INTO {VECTOR_TABLE} VALUES (?, 'm', 1, ?)", first, blob)
+    renews(f"INSERT INTO {VECTOR_TABLE} VALUES (?, 'm', 1, ?)", second, blob)
+    renews(f"UPDATE {VECTOR_TABLE} SET model = 'n' WHERE memory_id = ?", first)  # re-embed
+    renews(f"INSERT INTO {VECTOR_TABLE} VALUES (?, 'm', 1, ?) ON CONFLICT (memory_id) DO "
+           "UPDATE SET model = excluded.model", first, blob)  # store_vectors' upsert
+    renews("UPDATE memories SET superseded_by = ? WHERE id = ?", second, first)  # supersede
+    renews("UPDATE memories SET superseded_by = NULL WHERE id = ?", first)
+    renews("UPDATE memories SET scope_key = 'personal:user:10' WHERE id = ?", first)
+    renews(f"DELETE FROM {VECTOR_TABLE} WHERE memory_id = ?", first)
+    renews("DELETE FROM memories WHERE id = ?", second)  # its vector goes with it
+    assert conn.execute(f"SELECT count(*) FROM {VECTOR_TABLE}").fetchone() == (0,)
+    renews("DELETE FROM memories WHERE tenant_type = 'organization' AND tenant_id = '1'")
+    # A memory moved to another tenant renews both.
+    moved = insert(ORG, "moving")
+    ours, theirs = _stamp(conn), _stamp(conn, OTHER_ORG)
+    conn.execute("UPDATE memories SET tenant_id = '2' WHERE id = ?", (moved,))
+    assert _stamp(conn) != ours and _stamp(conn, OTHER_ORG) != theirs
+    conn.close()
+
+
+def test_stamps_come_with_migration_0007_and_without_them_search_is_not_cached(
+        tmp_path: Path, embedder: OpenAIEmbedder) -> None:
+    """A database made before 0007 gets a stamp for every tenant that has memories when it
+    upgrades; run against a database still at 0006 (``create_schema=False``), vector
+    search reads the scope every time and stays exact."""
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    engine = make_engine(url)
+    migrate.upgrade(engine, "0006_memory_vectors")
+    with engine.begin() as conn:  # 0006 as it shipped: no stamps, a covering index
+        drop_memory_generations(None, conn)
+        conn.exec_driver_sql(f"CREATE INDEX {VECTOR_TABLE}_model ON {VECTOR_TABLE} "
+                             "(memory_id, model, dim)")
+    assert GENERATION_TABLE not in inspect(engine).get_table_names()
+    keep = Chatkeep(url, embedder=embedder, create_schema=False)
+    store = keep.memory.store
+    vector = embedder.embed(["espresso"])[0]
+    session = keep.sessions.create(ORG, ALICE)
+    session.add_user("x")
+    row = session.refresh().row
+    assert store.commit_distillation(session.id, row.distil_version, 1, [MemoryWrite(
+        tenant=ORG, scope="tenant", scope_key="tenant", subject=None, actor=None,
+        content="Prefers espresso.", content_key="espresso", embedding=tuple(vector),
+        embedding_model="fake-embed")]) is not None
 
     def nearest() -> list[str]:
-        return [m.content for m in skeep.memory.store.vector_search(
-            ORG, keys, query, "fake-embed", 10)]
+        return [m.content for m in store.vector_search(ORG, ["tenant"], vector, "fake-embed",
+                                                       5)]
 
-    assert nearest() == ["Prefers espresso over tea."]
-    assert nearest() == ["Prefers espresso over tea."]  # served from the cache
-    remember(skeep, player, session, ("tenant", "Orders a double espresso every morning."))
-    assert set(nearest()) == {"Prefers espresso over tea.",
-                              "Orders a double espresso every morning."}
-    skeep.memory.forget(ORG, whole_tenant=True)
-    assert nearest() == []
+    assert nearest() == ["Prefers espresso."]
+    with engine.begin() as conn:
+        conn.execute(text(f"DELETE FROM {VECTOR_TABLE}"))
+    assert nearest() == []  # no stamps, no cache: still exact
+    keep.close()
+    migrate.upgrade(engine)
+    with sqlite3.connect(tmp_path / "m.db") as conn:
+        assert _stamp(conn) is not None and _stamp(conn, OTHER_ORG) is None
+    indexes = {ix["name"] for ix in inspect(engine).get_indexes(VECTOR_TABLE)}
+    assert f"{VECTOR_TABLE}_model" not in indexes
+    migrate.downgrade(engine, "0006_memory_vectors")
+    assert GENERATION_TABLE not in inspect(engine).get_table_names()
+    indexes = {ix["name"] for ix in inspect(engine).get_indexes(VECTOR_TABLE)}
+    assert f"{VECTOR_TABLE}_model" in indexes
+    with engine.connect() as conn:
+        triggers = {r[0] for r in conn.exec_driver_sql(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    assert not {t for t in triggers if t.startswith(GENERATION_TABLE)}
+    assert f"{VECTOR_TABLE}_ad" in triggers
+    engine.dispose()

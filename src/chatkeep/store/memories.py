@@ -15,10 +15,11 @@ in the same transaction as their memory when the caller computed them beforehand
 live memory without a vector of the configured model is what ``memories embed`` fills
 in. Vector search filters by tenant, scope and liveness in the same statement that
 ranks, so it never ranks (or returns) another scope's memory: on SQLite an exact
-cosine over the scope's vectors (numpy when installed); on PostgreSQL pgvector's
-cosine distance, served by the HNSW index with iterative scans (the index keeps
-walking until enough rows pass the filter) or by the scope index and an exact sort,
-whichever the planner prices lower.
+cosine over the scope's vectors (numpy when installed), decoded once and reused while the
+tenant's generation stamp (``memory_generations``, kept by triggers) is unchanged; on
+PostgreSQL pgvector's cosine distance, served by the HNSW index with iterative scans (the
+index keeps walking until enough rows pass the filter) or by the scope index and an exact
+sort, whichever the planner prices lower.
 """
 
 from __future__ import annotations
@@ -58,10 +59,12 @@ from chatkeep.refs import Ref
 from chatkeep.store.connections import reading, transaction
 from chatkeep.store.memory_index import (
     FTS_TABLE,
+    GENERATION_TABLE,
     PG_EXTENSION,
     PG_TEXT_CONFIG,
     VECTOR_TABLE,
     create_memory_vector_table,
+    generations_exist,
     pg_extension_available,
     pg_extension_schema,
     vector_index_ddl,
@@ -73,6 +76,14 @@ from chatkeep.store.schema import chat_sessions, memories, ref_filter, ref_value
 _fts = table(FTS_TABLE, column("rowid"), column(FTS_TABLE))
 _vectors = table(VECTOR_TABLE, column("memory_id"), column("model"), column("dim"),
                  column("embedding"))
+# Built once: recall runs them on every query, and building a statement costs more than
+# SQLite takes to answer it.
+_GENERATION = text(f"SELECT generation FROM {GENERATION_TABLE} "
+                   "WHERE tenant_type = :type AND tenant_id = :id")
+_BY_IDS = select(memories).where(memories.c.id.in_(bindparam("ids", expanding=True)))
+# SET LOCAL of both in one round trip.
+_PG_SCAN = text("SELECT set_config('hnsw.iterative_scan', 'strict_order', true), "
+                "set_config('hnsw.ef_search', :ef_search, true)")
 VECTOR_LOCK_KEY = 0x636B_7663  # "ckvc": chatkeep vector DDL
 
 Vector = Sequence[float]
@@ -207,6 +218,8 @@ class MemoryStore:
         self._vector_schema: str | None = None
         self._indexed_dims: set[int] = set()
         self._ddl_lock = threading.Lock()
+        self._generations = False  # SQLite: memory_generations seen (migration 0007)
+        self._pg_statements: dict[tuple[str, int, bool], Select[Any]] = {}
 
     # -- reading -------------------------------------------------------------------------
 
@@ -442,62 +455,84 @@ class MemoryStore:
     def _pg_vector_search(self, tenant: Ref, scope_keys: Sequence[str], unit: list[float],
                           model: str, limit: int) -> list[MemoryRow]:
         schema, dim = self._schema(), len(unit)
-        kind = _PgVector(schema, dim)
-        distance = cast(_vectors.c.embedding, kind).op(f'OPERATOR("{schema}".<=>)')(
-            bindparam("query_vector", unit, type_=kind))
-
-        def nearest(order: Any) -> Any:
-            return (select(memories, distance.label("distance"))
-                    .select_from(memories.join(_vectors, _vectors.c.memory_id == memories.c.id))
-                    # The dimension as a literal: the HNSW index is partial on it.
-                    .where(self._live_in(tenant, scope_keys), _vectors.c.model == model,
-                           _vectors.c.dim == literal_column(str(int(dim))))
-                    .order_by(order).limit(limit))
-
+        values = {"tenant_type": tenant.type, "tenant_id": tenant.id_text,
+                  "scope_keys": list(scope_keys), "model": model, "query_vector": unit,
+                  "limit": limit}
         with reading(self.engine) as conn:
             # If the planner walks the HNSW index, walk on until `limit` rows pass the
             # scope filter (pgvector >= 0.8), in exact distance order.
-            conn.exec_driver_sql("SET LOCAL hnsw.iterative_scan = strict_order")
-            conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {max(40, min(limit, 1000))}")
-            rows = conn.execute(nearest(distance)).all()
+            conn.execute(_PG_SCAN, {"ef_search": str(max(40, min(limit, 1000)))})
+            rows = conn.execute(self._pg_nearest(schema, dim, exact=False), values).all()
             if len(rows) < limit:
                 # An approximate index can miss in-scope vectors (an in-scope memory far
                 # from a crowd of another tenant's): fewer than asked means the scope may
-                # hold more, so rank it exactly (the expression keeps the index out).
-                rows = conn.execute(nearest(distance.op("+")(literal_column("0")))).all()
+                # hold more, so rank it exactly.
+                rows = conn.execute(self._pg_nearest(schema, dim, exact=True), values).all()
             return [_row(r, 1.0 - float(r._mapping["distance"])) for r in rows]
+
+    def _pg_nearest(self, schema: str, dim: int, *, exact: bool) -> Select[Any]:
+        """The scope's nearest vectors of one dimension, tenant, scopes, model, query vector
+        and limit bound as parameters: built once, not on every recall."""
+        key = (schema, dim, exact)
+        statement = self._pg_statements.get(key)
+        if statement is None:
+            kind = _PgVector(schema, dim)
+            distance = cast(_vectors.c.embedding, kind).op(f'OPERATOR("{schema}".<=>)')(
+                bindparam("query_vector", type_=kind))
+            statement = (
+                select(memories, distance.label("distance"))
+                .select_from(memories.join(_vectors, _vectors.c.memory_id == memories.c.id))
+                .where(memories.c.tenant_type == bindparam("tenant_type"),
+                       memories.c.tenant_id == bindparam("tenant_id"),
+                       memories.c.scope_key.in_(bindparam("scope_keys", expanding=True)),
+                       memories.c.superseded_by.is_(None),
+                       _vectors.c.model == bindparam("model"),
+                       # The dimension as a literal: the HNSW index is partial on it.
+                       _vectors.c.dim == literal_column(str(int(dim))))
+                # Exact: ordering by an expression keeps the index out.
+                .order_by(distance.op("+")(literal_column("0")) if exact else distance)
+                .limit(bindparam("limit")))
+            self._pg_statements[key] = statement
+        return statement
 
     def _sqlite_vector_search(self, tenant: Ref, scope_keys: Sequence[str],
                               unit: list[float], model: str,
                               limit: int) -> list[MemoryRow]:
         dim = len(unit)
-        scope = and_(self._live_in(tenant, scope_keys), _vectors.c.model == model,
-                     _vectors.c.dim == dim)
-        joined = memories.join(_vectors, _vectors.c.memory_id == memories.c.id)
         key = (id(self.engine), tenant.type, tenant.id_text, tuple(sorted(scope_keys)), model,
                dim)
         with reading(self.engine) as conn:
-            # What the scope holds now, in one aggregate over the index: any insert, delete
-            # or supersede changes it, so a cached matrix is reused only while it is exact.
-            fingerprint = tuple(conn.execute(select(
-                func.count(), func.max(_vectors.c.memory_id),
-                func.sum(_vectors.c.memory_id)).select_from(joined).where(scope)
-                # The covering index: the 1.5 KB vector rows themselves are never read.
-                .with_hint(_vectors, f"INDEXED BY {VECTOR_TABLE}_model", "sqlite")).one())
-            if not fingerprint[0]:
+            # The tenant's stamp first, in the snapshot everything after it reads: a cached
+            # matrix is reused only while no write has touched the tenant since it was read.
+            stamp = self._generation(conn, tenant)
+            cached = _SCOPE_CACHE.get(key) if stamp is not None else None
+            if cached is None or cached[0] != stamp:
+                scope = and_(self._live_in(tenant, scope_keys), _vectors.c.model == model,
+                             _vectors.c.dim == dim)
+                found = conn.execute(
+                    select(_vectors.c.memory_id, _vectors.c.embedding)
+                    .select_from(memories.join(_vectors, _vectors.c.memory_id == memories.c.id))
+                    .where(scope)).all()
+                cached = (stamp, *_scope_matrix([int(r[0]) for r in found],
+                                                [r[1] for r in found], dim))
+                if stamp is not None:
+                    _SCOPE_CACHE.put(key, cached)
+            if not cached[1]:
                 return []
-            cached = _SCOPE_CACHE.get(key)
-            if cached is None or cached[0] != fingerprint:
-                found = conn.execute(select(_vectors.c.memory_id, _vectors.c.embedding)
-                                     .select_from(joined).where(scope)).all()
-                cached = (fingerprint, *_scope_matrix([int(r[0]) for r in found],
-                                                      [r[1] for r in found], dim))
-                _SCOPE_CACHE.put(key, cached)
             ranked = _rank_exact(cached[1], cached[2], unit, limit)
-            scores = dict(ranked)
-            rows = conn.execute(select(memories).where(memories.c.id.in_(list(scores)))).all()
+            rows = conn.execute(_BY_IDS, {"ids": [i for i, _ in ranked]}).all()
         by_id = {int(r._mapping["id"]): r for r in rows}
         return [_row(by_id[i], score) for i, score in ranked if i in by_id]
+
+    def _generation(self, conn: Connection, tenant: Ref) -> int | None:
+        """The tenant's stamp (``None``: no write since the stamps began, or a database not
+        yet migrated to 0007: not cached)."""
+        if not self._generations:
+            self._generations = generations_exist(conn)
+            if not self._generations:
+                return None
+        value = conn.execute(_GENERATION, {"type": tenant.type, "id": tenant.id_text}).scalar()
+        return None if value is None else int(value)
 
     # -- the distillation commit ---------------------------------------------------------
 
@@ -679,9 +714,9 @@ class _LruCache:
                 self._items.popitem(last=False)
 
 
-#: Decoded scopes: ``key -> (fingerprint, ids, matrix)``. Reading and decoding every
-#: vector of a 10k-memory scope on each recall cost ~140 ms; a checked cache hit costs
-#: the fingerprint query and one matrix product.
+#: Decoded scopes: ``key -> (tenant's generation stamp, ids, matrix)``. Reading and
+#: decoding every vector of a 10k-memory scope on each recall cost ~140 ms; a checked
+#: cache hit costs one primary-key lookup and one matrix product.
 _SCOPE_CACHE = _LruCache(64)
 
 
@@ -707,7 +742,11 @@ def _rank_exact(ids: list[int], vectors: Any, unit: list[float],
         return scored[:limit]
     import numpy as np
 
-    similarity = vectors @ np.asarray(unit, dtype=np.float32)
+    # Row by row (numpy >= 2) rather than one matrix product: OpenBLAS threads the product,
+    # and a threaded product stalls whenever another process holds a core (10k x 384: 0.2
+    # ms idle, 2-7 ms on a busy two-core host, against 0.4-0.8 ms row by row).
+    dot = getattr(np, "vecdot", np.matmul)
+    similarity = dot(vectors, np.asarray(unit, dtype=np.float32))
     if limit < len(ids):
         best = np.argpartition(-similarity, limit - 1)[:limit]
     else:

@@ -91,17 +91,70 @@ _SQLITE_VECTOR_CREATE = (
     f"CREATE TABLE IF NOT EXISTS {VECTOR_TABLE} ("
     "memory_id INTEGER NOT NULL PRIMARY KEY REFERENCES memories(id) ON DELETE CASCADE, "
     "model VARCHAR(255) NOT NULL, dim INTEGER NOT NULL, embedding BLOB NOT NULL)",
-    # Covers the scope fingerprint a cached search checks first, so it never reads the
-    # vector rows themselves (1.5 KB each).
-    f"CREATE INDEX IF NOT EXISTS {VECTOR_TABLE}_model ON {VECTOR_TABLE} "
-    "(memory_id, model, dim)",
     # Foreign keys are on in chatkeep's engines; the trigger covers any other connection.
     f"CREATE TRIGGER IF NOT EXISTS {VECTOR_TABLE}_ad AFTER DELETE ON memories BEGIN "
     f"DELETE FROM {VECTOR_TABLE} WHERE memory_id = old.id; END",
 )
 _SQLITE_VECTOR_DROP = (f"DROP TRIGGER IF EXISTS {VECTOR_TABLE}_ad",
-                       f"DROP INDEX IF EXISTS {VECTOR_TABLE}_model",
+                       f"DROP INDEX IF EXISTS {VECTOR_TABLE}_model",  # before 0007
                        f"DROP TABLE IF EXISTS {VECTOR_TABLE}")
+
+# SQLite vector search keeps each scope's decoded vectors in a per-process cache; what
+# tells it the cache is still exact is one row per tenant here, a stamp that triggers
+# replace on every write that could change which vectors the tenant's scopes hold: a
+# memory inserted, updated (superseded, moved) or deleted (forgotten, erased), a vector
+# inserted, replaced (re-embedded, another model) or deleted. Triggers, so writes from
+# any connection or process count, and checking the cache is one primary-key lookup.
+# The stamp is random, not a counter: a rolled-back write, a restored backup or another
+# database file can bring a counter back to a value a cache saw with other contents, but
+# cannot repeat a 64-bit random stamp. No row = no write since the table was made: never
+# cached. (PostgreSQL keeps no such cache: pgvector ranks in the database.)
+
+GENERATION_TABLE = "memory_generations"
+"""SQLite: ``tenant_type``, ``tenant_id``, ``generation`` (a random stamp per tenant)."""
+
+
+def _bump(rows: str) -> str:
+    """A new stamp for each tenant ``rows`` yields (a ``VALUES`` list or a ``SELECT``)."""
+    return (f"INSERT INTO {GENERATION_TABLE} (tenant_type, tenant_id, generation) {rows} "
+            "ON CONFLICT (tenant_type, tenant_id) DO UPDATE SET generation = random();")
+
+
+def _of_memories(ids: str) -> str:
+    return f"SELECT tenant_type, tenant_id, random() FROM memories WHERE id IN ({ids})"
+
+
+_SQLITE_GENERATION_TRIGGERS = {
+    "mi": ("AFTER INSERT ON memories",
+           _bump("VALUES (new.tenant_type, new.tenant_id, random())")),
+    "mu": ("AFTER UPDATE ON memories",
+           _bump("VALUES (old.tenant_type, old.tenant_id, random()), "
+                 "(new.tenant_type, new.tenant_id, random())")),
+    "md": ("AFTER DELETE ON memories",
+           _bump("VALUES (old.tenant_type, old.tenant_id, random())")),
+    # A vector's tenant is its memory's (gone when the memory's deletion cascades here,
+    # which "md" has stamped already).
+    "vi": (f"AFTER INSERT ON {VECTOR_TABLE}", _bump(_of_memories("new.memory_id"))),
+    "vu": (f"AFTER UPDATE ON {VECTOR_TABLE}",
+           _bump(_of_memories("old.memory_id, new.memory_id"))),
+    "vd": (f"AFTER DELETE ON {VECTOR_TABLE}", _bump(_of_memories("old.memory_id"))),
+}
+_SQLITE_GENERATION_CREATE = (
+    f"CREATE TABLE IF NOT EXISTS {GENERATION_TABLE} ("
+    "tenant_type VARCHAR(64) NOT NULL, tenant_id VARCHAR(255) NOT NULL, "
+    "generation INTEGER NOT NULL, PRIMARY KEY (tenant_type, tenant_id)) WITHOUT ROWID",
+    *(f"CREATE TRIGGER IF NOT EXISTS {GENERATION_TABLE}_{name} {when} BEGIN {body} END"
+      for name, (when, body) in _SQLITE_GENERATION_TRIGGERS.items()),
+    # Every tenant with memories gets a new stamp: (re)making the tables may have changed
+    # what its scopes hold without a trigger seeing it.
+    _bump("SELECT tenant_type, tenant_id, random() FROM memories WHERE true "
+          "GROUP BY tenant_type, tenant_id").rstrip(";"),
+)
+_SQLITE_GENERATION_DROP = (
+    *(f"DROP TRIGGER IF EXISTS {GENERATION_TABLE}_{name}"
+      for name in _SQLITE_GENERATION_TRIGGERS),
+    f"DROP TABLE IF EXISTS {GENERATION_TABLE}",
+)
 
 
 def pg_extension_schema(connection: Connection) -> str | None:
@@ -145,13 +198,14 @@ def _pg_create_extension(connection: Connection) -> str | None:
 
 
 def create_memory_vector_table(target: Any, connection: Connection, **_: Any) -> bool:
-    """Create ``memory_vectors`` (an ``after_create`` event, and migration 0006). On
-    PostgreSQL only where pgvector is available (installing the extension if needed);
-    returns whether the table exists afterwards."""
+    """Create ``memory_vectors`` (an ``after_create`` event, and migration 0006), on SQLite
+    with ``memory_generations``. On PostgreSQL only where pgvector is available (installing
+    the extension if needed); returns whether the table exists afterwards."""
     dialect = connection.dialect.name
     if dialect == "sqlite":
         for statement in _SQLITE_VECTOR_CREATE:
             connection.exec_driver_sql(statement)
+        create_memory_generations(target, connection)
         return True
     if dialect != "postgresql":
         return False
@@ -170,10 +224,34 @@ def drop_memory_vector_table(target: Any, connection: Connection, **_: Any) -> N
     """Drop ``memory_vectors`` and its indexes (a ``before_drop`` event; the extension stays,
     other databases' objects may use it)."""
     if connection.dialect.name == "sqlite":
+        drop_memory_generations(target, connection)
         for statement in _SQLITE_VECTOR_DROP:
             connection.exec_driver_sql(statement)
     elif connection.dialect.name == "postgresql":
         connection.exec_driver_sql(f"DROP TABLE IF EXISTS {VECTOR_TABLE}")
+
+
+def create_memory_generations(target: Any, connection: Connection, **_: Any) -> None:
+    """SQLite: the per-tenant stamps and their triggers (with the vector table, and
+    migration 0007 for databases made before it); nothing elsewhere."""
+    if connection.dialect.name == "sqlite":
+        for statement in _SQLITE_GENERATION_CREATE:
+            connection.exec_driver_sql(statement)
+
+
+def drop_memory_generations(target: Any, connection: Connection, **_: Any) -> None:
+    """Drop what ``create_memory_generations`` made."""
+    if connection.dialect.name == "sqlite":
+        for statement in _SQLITE_GENERATION_DROP:
+            connection.exec_driver_sql(statement)
+
+
+def generations_exist(connection: Connection) -> bool:
+    """Whether ``memory_generations`` is there (SQLite; a database not yet migrated to 0007
+    when chatkeep runs with ``create_schema=False`` has none)."""
+    return connection.exec_driver_sql(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+        f"AND name = '{GENERATION_TABLE}'").scalar() == 1
 
 
 def vector_index_name(dim: int) -> str:
