@@ -3,7 +3,7 @@
 ``sqlite:///file.db`` runs on aiosqlite and ``postgresql+psycopg://...`` on psycopg's
 async connection; a URL already naming them is taken as is. SQLite gets the sync
 store's settings (WAL, ``synchronous``, busy timeout, foreign keys, ``BEGIN IMMEDIATE``
-for writes); PostgreSQL ``pool_pre_ping``.
+for writes); PostgreSQL pings a connection that sat idle before using it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from chatkeep.store.engine import (
     apply_sqlite_pragmas,
     describe_url,
     parse_url,
+    ping_when_idle,
     sqlite_path,
 )
 
@@ -61,8 +62,6 @@ def make_async_engine(url: str | URL, *, sqlite_synchronous: str = "FULL",
         kwargs.setdefault("pool_size", 1)
         kwargs.setdefault("max_overflow", 0)
         kwargs.setdefault("pool_timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)
-    else:
-        kwargs.setdefault("pool_pre_ping", True)
     try:
         engine = create_async_engine(parsed, **kwargs)
     except ModuleNotFoundError as exc:
@@ -73,6 +72,8 @@ def make_async_engine(url: str | URL, *, sqlite_synchronous: str = "FULL",
         raise StoreError(f"cannot use {describe_url(parsed)}: {exc}") from exc
     if sqlite:
         _sqlite_settings(engine, synchronous)
+    elif not kwargs.get("pool_pre_ping"):
+        ping_when_idle(engine.sync_engine)
     return engine
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
@@ -41,10 +42,36 @@ def transaction(engine: Engine) -> Iterator[Connection]:
 
 
 @contextmanager
-def reading(engine: Engine) -> Iterator[Connection]:
-    """A connection for reads."""
+def autocommit(engine: Engine) -> Iterator[Connection]:
+    """A connection whose every statement is its own transaction: for a write that is
+    one statement, it saves the BEGIN and COMMIT round trips."""
     try:
         with engine.connect() as conn:
-            yield conn.execution_options(**{READ_ONLY: True})
+            yield conn.execution_options(isolation_level="AUTOCOMMIT")
+    except IntegrityError:
+        raise
+    except SQLAlchemyError as exc:
+        raise store_error(exc) from exc
+
+
+@contextmanager
+def reading(engine: Engine, *, block: bool = False) -> Iterator[Connection]:
+    """A connection for reads.
+
+    SQLite reads begin deferred: one WAL snapshot for the whole block. PostgreSQL reads
+    run in autocommit: under READ COMMITTED each statement of a transaction takes its own
+    snapshot anyway, so BEGIN and ROLLBACK would only add two round trips, and a ROLLBACK
+    also makes psycopg forget every prepared statement (each query parsed again, and a
+    ``DEALLOCATE ALL`` round trip). ``block=True`` keeps a transaction on PostgreSQL too,
+    for ``SET LOCAL``.
+    """
+    options: dict[str, Any] = {READ_ONLY: True}
+    if not block and engine.dialect.name == "postgresql":
+        options["isolation_level"] = "AUTOCOMMIT"
+    try:
+        with engine.connect() as conn:
+            yield conn.execution_options(**options)
+            if block:
+                conn.commit()  # not a ROLLBACK, for psycopg's prepared statements
     except SQLAlchemyError as exc:
         raise store_error(exc) from exc

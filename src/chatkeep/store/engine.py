@@ -5,8 +5,9 @@ SQLite: WAL (readers do not block the writer), ``synchronous`` from
 generous busy timeout, foreign keys on, and ``BEGIN IMMEDIATE`` for every write
 transaction so two processes never deadlock upgrading a read lock to a write lock
 (reads begin deferred: a WAL snapshot that never waits for a writer). PostgreSQL:
-``pool_pre_ping`` so a connection killed under us (failover, ``pg_terminate_backend``)
-is replaced before the next call instead of failing it.
+a connection that sat idle in the pool is pinged before use (``ping_when_idle``), so
+one killed under us (failover, ``pg_terminate_backend``) is replaced before the next
+call instead of failing it.
 
 Every way a URL can be unusable (not a URL, a database chatkeep does not run on, a
 driver that is not installed, an async driver, a SQLite file in a folder that does
@@ -15,12 +16,13 @@ not exist) is a ``StoreError`` naming the URL, raised here, before any connectio
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+from sqlalchemy.exc import ArgumentError, DisconnectionError, NoSuchModuleError
 from sqlalchemy.pool import StaticPool
 
 from chatkeep.errors import StoreError
@@ -74,6 +76,36 @@ def sqlite_path(parsed: URL) -> Path | None:
     return Path(database)
 
 
+IDLE_PING_SECONDS = 1.0
+"""A pooled PostgreSQL connection idle longer than this is pinged before use."""
+
+
+def ping_when_idle(engine: Engine, idle_seconds: float = IDLE_PING_SECONDS) -> None:
+    """Ping a pooled connection before use only when it sat idle for ``idle_seconds``.
+
+    ``pool_pre_ping`` costs a round trip on every checkout (four or five per turn). A
+    connection checked in moments ago is alive unless killed in that instant; a statement
+    that fails on a dead one invalidates the whole pool, so the next call gets fresh
+    connections either way, and connections idle longer (where a failover or restart
+    hides) are still checked before use.
+    """
+    @event.listens_for(engine, "checkin")
+    def _stamp(dbapi_connection: Any, record: Any) -> None:
+        record.info["chatkeep_checked_in"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        checked_in = record.info.get("chatkeep_checked_in")
+        if checked_in is not None and time.monotonic() - checked_in < idle_seconds:
+            return
+        try:
+            alive = engine.dialect.do_ping(dbapi_connection)
+        except engine.dialect.loaded_dbapi.Error as exc:
+            raise DisconnectionError(f"connection failed its ping: {exc}") from exc
+        if not alive:
+            raise DisconnectionError("connection failed its ping")
+
+
 def make_engine(url: str | URL, *, sqlite_synchronous: str = "FULL", **kwargs: Any) -> Engine:
     """Create an engine for ``url`` (``sqlite:///file.db`` or ``postgresql+psycopg://...``);
     ``sqlite_synchronous`` is SQLite's durability level (``store.sqlite_synchronous``)."""
@@ -86,8 +118,9 @@ def make_engine(url: str | URL, *, sqlite_synchronous: str = "FULL", **kwargs: A
         if parsed.get_backend_name() == "sqlite":
             engine = _sqlite_engine(parsed, synchronous, **kwargs)
         else:
-            kwargs.setdefault("pool_pre_ping", True)
             engine = create_engine(parsed, **kwargs)
+            if not kwargs.get("pool_pre_ping"):
+                ping_when_idle(engine)
     except ModuleNotFoundError as exc:
         driver, hint = _DRIVERS.get(parsed.get_backend_name(), (exc.name or "?", ""))
         raise StoreError(f"{describe_url(parsed)} needs the {exc.name or driver} driver, "

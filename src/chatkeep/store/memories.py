@@ -458,7 +458,7 @@ class MemoryStore:
         values = {"tenant_type": tenant.type, "tenant_id": tenant.id_text,
                   "scope_keys": list(scope_keys), "model": model, "query_vector": unit,
                   "limit": limit}
-        with reading(self.engine) as conn:
+        with reading(self.engine, block=True) as conn:  # set_config(local) needs a transaction
             # If the planner walks the HNSW index, walk on until `limit` rows pass the
             # scope filter (pgvector >= 0.8), in exact distance order.
             conn.execute(_PG_SCAN, {"ef_search": str(max(40, min(limit, 1000)))})

@@ -16,20 +16,25 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
     CompoundSelect,
     Connection,
     Engine,
     Integer,
     Select,
+    String,
+    Text,
     bindparam,
+    column,
     delete,
     func,
     insert,
     select,
+    true,
     union_all,
     update,
 )
@@ -44,7 +49,7 @@ from chatkeep.errors import (
 )
 from chatkeep.messages import Message, MessageDraft, Role, ToolCall, Usage
 from chatkeep.refs import Ref
-from chatkeep.store.connections import reading, transaction
+from chatkeep.store.connections import autocommit, reading, transaction
 from chatkeep.store.schema import (
     TS,
     chat_messages,
@@ -203,6 +208,56 @@ _ANSWER_CALL = (
     .values(result_seq=bindparam("b_seq", type_=Integer()))
     .returning(chat_tool_calls.c.call_id)
 )
+
+
+def _plain(batch: Sequence[tuple[MessageDraft, int | None, Any]]) -> bool:
+    """No tool calls and no tool results: nothing to check against ``chat_tool_calls``."""
+    return all(not draft.tool_calls and draft.role is not Role.TOOL for draft, _, _ in batch)
+
+
+def _pg_append(with_usage: bool) -> Select[Any]:
+    """PostgreSQL's one-statement append: ``_CLAIM_SEQ`` as a CTE, the messages (and
+    usage rows) inserted from JSON recordsets beside it, the session row returned. Only
+    a claimed (open, existing) session inserts anything."""
+    claimed = _CLAIM_SEQ.cte("claimed")
+    m = func.json_to_recordset(bindparam("b_rows", type_=JSON())).table_valued(
+        column("k", Integer), column("role", String), column("content", Text),
+        column("tool_call_id", String), column("name", String), column("tokens", Integer),
+        column("metadata", JSON), column("native", JSON)).render_derived("m", with_types=True)
+    first = claimed.c.last_seq - bindparam("b_count", type_=Integer())
+    added = insert(chat_messages).from_select(
+        ["session_id", "seq", "role", "content", "tool_call_id", "name", "tokens",
+         "created_at", "metadata", "native"],
+        select(claimed.c.id, first + m.c.k, m.c.role, m.c.content, m.c.tool_call_id,
+               m.c.name, m.c.tokens, bindparam("b_now", type_=TS), m.c.metadata,
+               m.c.native).select_from(claimed.join(m, true()))).cte("added")
+    statement = select(claimed).add_cte(added)
+    if with_usage:
+        u = func.json_to_recordset(bindparam("b_usages", type_=JSON())).table_valued(
+            column("purpose", String), column("model", String),
+            column("prompt_tokens", Integer), column("completion_tokens", Integer),
+        ).render_derived("u", with_types=True)
+        billed = insert(chat_usage).from_select(
+            ["session_id", "tenant_type", "tenant_id", "tenant_id_int", "purpose", "model",
+             "prompt_tokens", "completion_tokens", "created_at"],
+            select(claimed.c.id, claimed.c.tenant_type, claimed.c.tenant_id,
+                   claimed.c.tenant_id_int, u.c.purpose, u.c.model, u.c.prompt_tokens,
+                   u.c.completion_tokens, bindparam("b_now", type_=TS))
+            .select_from(claimed.join(u, true()))).cte("billed")
+        statement = statement.add_cte(billed)
+    return statement
+
+
+_PG_APPEND = {False: _pg_append(False), True: _pg_append(True)}
+
+
+def _refuse_append(conn: Connection, session_id: str) -> NoReturn:
+    """Why no seq could be claimed: the session is missing or closed."""
+    exists = conn.execute(
+        select(chat_sessions.c.id).where(chat_sessions.c.id == session_id)).first()
+    if exists is None:
+        raise SessionNotFound(f"no session {session_id!r}")
+    raise SessionClosed(f"session {session_id!r} is closed")
 
 
 def _usage_values(session: SessionRow, billed: BilledUsage, now: datetime) -> dict[str, Any]:
@@ -367,6 +422,8 @@ class Repository:
             raise InvalidMessage("nothing to append: the batch is empty")
         if self._sqlite is not None:
             return self._sqlite.append(session_id, batch, self.clock())
+        if self.engine.dialect.name == "postgresql" and _plain(batch):
+            return self._append_in_one_statement(session_id, batch)
         try:
             with self.transaction() as conn:
                 return self._append(conn, session_id, batch)
@@ -410,6 +467,33 @@ class Repository:
             conn.execute(_INSERT_USAGE, usages)
         return messages, session
 
+    def _append_in_one_statement(
+        self, session_id: str,
+        batch: Sequence[tuple[MessageDraft, int | None, BilledUsage | None]],
+    ) -> tuple[list[Message], SessionRow]:
+        """PostgreSQL, a batch without tool plumbing: claim the seq range, insert the
+        messages and their usage in one statement (data-modifying CTEs), which is its own
+        transaction: one round trip instead of BEGIN, UPDATE, INSERT(s) and COMMIT."""
+        now = self.clock()
+        rows = [{"k": k, "role": draft.role.value, "content": draft.content,
+                 "tool_call_id": draft.tool_call_id, "name": draft.name, "tokens": tokens,
+                 "metadata": dict(draft.metadata), "native": dict(draft.native) or None}
+                for k, (draft, tokens, _) in enumerate(batch, start=1)]
+        usages = [{"purpose": b.purpose, "model": b.model,
+                   "prompt_tokens": b.usage.prompt_tokens,
+                   "completion_tokens": b.usage.completion_tokens}
+                  for _, _, b in batch if b is not None]
+        params = {"b_session_id": session_id, "b_count": len(batch), "b_now": now,
+                  "b_billed": sum(b.usage.total_tokens for _, _, b in batch if b is not None),
+                  "b_rows": rows, "b_usages": usages}
+        with autocommit(self.engine) as conn:
+            row = conn.execute(_PG_APPEND[bool(usages)], params).first()
+            if row is None:
+                _refuse_append(conn, session_id)
+        session = _row_to_session(row)
+        first = session.last_seq - len(batch) + 1
+        return new_messages(session_id, first, now, batch), session
+
     def _claim_seq(self, conn: Connection, session_id: str, now: datetime,
                    billed_tokens: int, count: int = 1) -> SessionRow:
         """Take the next ``count`` seq values (the row lock orders concurrent appenders);
@@ -417,12 +501,7 @@ class Repository:
         row = conn.execute(_CLAIM_SEQ, {"b_session_id": session_id, "b_count": count,
                                         "b_now": now, "b_billed": billed_tokens}).first()
         if row is None:
-            exists = conn.execute(
-                select(chat_sessions.c.id).where(chat_sessions.c.id == session_id)
-            ).first()
-            if exists is None:
-                raise SessionNotFound(f"no session {session_id!r}")
-            raise SessionClosed(f"session {session_id!r} is closed")
+            _refuse_append(conn, session_id)
         return _row_to_session(row)
 
     def _answer_tool_call(self, conn: Connection, session_id: str, call_id: str | None,
