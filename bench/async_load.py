@@ -12,7 +12,8 @@ calls N = 1); ``async`` is ``--concurrency`` coroutines on one event loop, one s
 each. Agents SDK: per turn ``add_items([user, assistant])`` then ``get_items()`` on a
 session already holding 100 or 10,000 items, chatkeep's ``ChatkeepSession`` (a budgeted
 history) beside ``SQLAlchemySession`` (every stored item), same database, same loop,
-taking turns alternately. Figures are ratios from one run on one machine; absolute numbers are for context.
+taking turns alternately. Figures are ratios from one run on one machine; absolute
+numbers are for context.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from chatkeep import Chatkeep, HistoryCompressor, Ref, ToolCall
 from chatkeep.history import SummaryResult
 from chatkeep.messages import Message, Usage
 from chatkeep.sessions import ChatSession
+from chatkeep.store.repository import SessionRow
 from chatkeep.testing import FakeOpenAIServer, Reply
 
 ORG = Ref("organization", 1)
@@ -264,15 +265,16 @@ def test_build_history_reads_only_after_the_watermark(keep: Chatkeep) -> None:
     watermark = s.summary_watermark
     assert watermark > 0
     seen: list[int] = []
-    original = s.repository.read_unsummarised
+    original = s.repository.read_history
 
-    def spy(session_id: str, after: int) -> tuple[list[Message], list[Message]]:
-        seen.append(after)
-        pinned, messages = original(session_id, after)
-        assert pinned == [] and all(m.seq > after for m in messages)
-        return pinned, messages
+    def spy(session_id: str) -> tuple[SessionRow, list[Message], list[Message]]:
+        row, pinned, messages = original(session_id)
+        seen.append(row.summary_watermark)
+        assert pinned == [] and all(m.seq > row.summary_watermark for m in messages)
+        assert len(messages) < 40  # the tail, not the session
+        return row, pinned, messages
 
-    s.repository.read_unsummarised = spy  # type: ignore[method-assign]
+    s.repository.read_history = spy  # type: ignore[method-assign]
     hc.build_history(s, SYSTEM)
     assert seen == [watermark]
 

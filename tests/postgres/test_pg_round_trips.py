@@ -1,6 +1,7 @@
 """PostgreSQL round trips on the hot path: a plain append is one statement that is its own
-transaction, and reads run in autocommit (no BEGIN, no ROLLBACK: psycopg forgets its
-prepared statements on every ROLLBACK)."""
+transaction, ``build_history`` reads in one statement, reads run in autocommit (no BEGIN,
+no ROLLBACK: psycopg forgets its prepared statements on every ROLLBACK), and a pooled
+connection is pinged only after sitting idle."""
 
 from __future__ import annotations
 
@@ -61,12 +62,20 @@ def test_a_plain_append_is_one_autocommit_statement_that_writes_everything(
     assert [m.seq for m in session.messages] == [1, 2]
 
 
-def test_reads_run_in_autocommit(keep: Chatkeep) -> None:
+def test_build_history_reads_row_and_tail_in_one_autocommit_statement(
+        keep: Chatkeep) -> None:
     session = keep.sessions.create(Ref("organization", 7))
+    session.add_system("Answer in French.")
     session.add_user("hello")
     seen = watch(keep)
-    keep.compressor.build_history(session, "You help.")
-    assert seen and all(autocommit for _, autocommit in seen)
+    history = keep.compressor.build_history(session, "You help.")
+    assert seen == [("SELECT", True)]
+    assert [m["content"] for m in history[1:]] == ["Answer in French.", "hello"]
+    empty = keep.sessions.create(Ref("organization", 7))
+    assert [m["role"] for m in keep.compressor.build_history(empty, "You help.")] == [
+        "system"]
+    with pytest.raises(SessionNotFound):
+        keep.repository.read_history("no-such-session")
 
 
 def test_a_refused_one_statement_append_says_why_and_writes_nothing(keep: Chatkeep) -> None:

@@ -179,9 +179,9 @@ class HistoryCompressor:
         compressed = summary_failed = False
         while True:
             # Re-read first: the switches, summary and watermark may have moved elsewhere.
-            redact, row = self._filter(session.refresh(), known), session.row
-            pinned_before, messages = session.repository.read_unsummarised(
-                session.id, row.summary_watermark)
+            row, pinned_before, messages = session.repository.read_history(session.id)
+            session._replace_row(row)
+            redact = self._filter(session, known)
             previous = self._model_summary(session, row.summary, redact)
             plan = plan_history(
                 system_text=redact(_with_memories(system_prompt, texts)),
