@@ -128,9 +128,8 @@ def test_backend_killed_during_append_leaves_nothing(
 
 def test_backend_killed_during_a_read_is_a_store_error(
         pg_url: str, pg_keep: Callable[..., Chatkeep]) -> None:
-    """``build_history`` reads the session row and its tail in one statement (joined
-    laterally); the backend killed as it runs is a ``StoreError``, and the next call
-    reads on a fresh connection."""
+    """The backend killed as ``build_history`` reads is a ``StoreError``, and the next
+    call reads on a fresh connection."""
     keep = pg_keep()
     session = seeded(keep)
     with kill_backend(keep.engine, pg_dsn(pg_url), "before", "SELECT chat_sessions.id"), \

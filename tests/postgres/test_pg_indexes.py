@@ -185,3 +185,26 @@ def test_sweep_for_idle_undistilled_sessions_uses_an_index(big_store: BigStore) 
     sweep = [(s, p) for s, p in plans if "distilled_through" in s]
     assert sweep, "the sweep query was not captured"
     assert_indexed(sweep, "chat_sessions", "ix_chat_sessions_undistilled")
+
+
+def test_history_read_walks_the_index_when_one_long_session_dominates(
+        pg_schema_url: str) -> None:
+    """One session holding nearly every message: the tail after its watermark is still an
+    index range, not a scan of the session (the watermark reaches the planner as a value)."""
+    with Chatkeep(pg_schema_url, dispatcher="inline") as keep:
+        session = keep.sessions.create(tenant=Ref("organization", 1))
+        with keep.engine.begin() as conn:
+            conn.execute(text(
+                "INSERT INTO chat_messages (session_id, seq, role, content, tokens, "
+                "created_at, metadata) SELECT :id, g, CASE WHEN g % 2 = 1 THEN 'user' "
+                "ELSE 'assistant' END, 'message ' || g, 5, now(), '{}' "
+                "FROM generate_series(1, 5000) g"), {"id": session.id})
+            conn.execute(update(chat_sessions).where(chat_sessions.c.id == session.id)
+                         .values(last_seq=5000, summary="Earlier: a long talk.",
+                                 summary_watermark=4990, summary_version=1))
+        with keep.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("ANALYZE chat_messages")
+        plans = explain_reads(keep, lambda: keep.compressor.build_history(
+            session.refresh(), "Be brief."))
+    scans = [n for _, p in plans for n in nodes(p) if n.get("Relation Name") == "chat_messages"]
+    assert scans and all(n["Node Type"] != "Seq Scan" for n in scans), scans

@@ -164,10 +164,7 @@ def new_messages(session_id: str, first: int, now: datetime,
 
 
 def _row_to_message(row: Any) -> Message:
-    return _message_from(row._mapping)
-
-
-def _message_from(m: Any) -> Message:
+    m = row._mapping
     calls = tuple(ToolCall.from_openai(c) for c in (m["tool_calls"] or []))
     return Message(
         session_id=m["session_id"], seq=int(m["seq"]), role=Role(m["role"]),
@@ -185,31 +182,12 @@ _MESSAGE_COLUMNS = [
     chat_messages.c.metadata, chat_messages.c.native, chat_messages.c.retracted_at,
 ]
 _LIVE = chat_messages.c.retracted_at.is_(None)
-_MESSAGE_KEYS = [c.name for c in _MESSAGE_COLUMNS]
 
 
 def _split_at(messages: list[Message], watermark: int) -> tuple[list[Message], list[Message]]:
     """Messages in seq order -> (those at or below ``watermark``, those after it)."""
     split = next((i for i, m in enumerate(messages) if m.seq > watermark), len(messages))
     return messages[:split], messages[split:]
-
-
-def _pg_read_history() -> Select[Any]:
-    """PostgreSQL: the session row with its tail (pinned system messages at or below the
-    watermark, every live message after it) joined laterally, one row per message (one
-    with NULL message columns when there is none), in seq order."""
-    s = chat_sessions
-    pinned = select(*_MESSAGE_COLUMNS).where(
-        chat_messages.c.session_id == s.c.id, chat_messages.c.role == "system",
-        chat_messages.c.seq <= s.c.summary_watermark, _LIVE).correlate(s)
-    after = select(*_MESSAGE_COLUMNS).where(
-        chat_messages.c.session_id == s.c.id, chat_messages.c.seq > s.c.summary_watermark,
-        _LIVE).correlate(s)
-    tail = union_all(pinned, after).subquery().lateral("tail")
-    return (select(s, *[tail.c[name].label(f"m_{name}") for name in _MESSAGE_KEYS])
-            .select_from(s.outerjoin(tail, true()))
-            .where(s.c.id == bindparam("b_session_id"))
-            .order_by(tail.c.seq))
 
 
 
@@ -279,7 +257,6 @@ def _pg_append(with_usage: bool) -> Select[Any]:
 
 
 _PG_APPEND = {False: _pg_append(False), True: _pg_append(True)}
-_PG_READ_HISTORY = _pg_read_history()
 
 
 def _refuse_append(conn: Connection, session_id: str) -> NoReturn:
@@ -574,23 +551,15 @@ class Repository:
 
     def read_history(self, session_id: str) -> tuple[SessionRow, list[Message],
                                                       list[Message]]:
-        """What ``build_history`` reads: the session row, then its system messages at or
-        below the summary watermark (pinned instructions, a partial index) and every live
-        message after it (an index range), so cost follows the tail, not the session's
-        length. Consistent with each other: one statement on PostgreSQL (the tail joined
-        laterally to the row), one snapshot on SQLite."""
-        if self.engine.dialect.name != "postgresql":
-            with self.reading() as conn:
-                row = self._load_session(conn, session_id, None)
-                return (row, *self._read_unsummarised(conn, session_id, row.summary_watermark))
+        """What ``build_history`` reads, on one connection: the session row, then its
+        system messages at or below the summary watermark (pinned instructions, a partial
+        index) and every live message after it (an index range), so cost follows the
+        tail, not the session's length. (The watermark goes to the second statement as a
+        value, not joined from the row: then the planner knows how few rows follow it
+        and walks the index even in a table one long session dominates.)"""
         with self.reading() as conn:
-            rows = conn.execute(_PG_READ_HISTORY, {"b_session_id": session_id}).all()
-        if not rows:
-            raise SessionNotFound(f"no session {session_id!r}")
-        session = _row_to_session(rows[0])
-        messages = [_message_from({c: r._mapping[f"m_{c}"] for c in _MESSAGE_KEYS})
-                    for r in rows if r._mapping["m_seq"] is not None]
-        return session, *_split_at(messages, session.summary_watermark)
+            row = self._load_session(conn, session_id, None)
+            return (row, *self._read_unsummarised(conn, session_id, row.summary_watermark))
 
     def _read_unsummarised(self, conn: Connection, session_id: str,
                            watermark: int) -> tuple[list[Message], list[Message]]:
