@@ -516,7 +516,7 @@ class MemoryStore:
                 cached = (stamp, *_scope_matrix([int(r[0]) for r in found],
                                                 [r[1] for r in found], dim))
                 if stamp is not None:
-                    _SCOPE_CACHE.put(key, cached)
+                    _SCOPE_CACHE.put(key, cached, sum(len(r[1]) for r in found))
             if not cached[1]:
                 return []
             ranked = _rank_exact(cached[1], cached[2], unit, limit)
@@ -692,32 +692,45 @@ class MemoryStore:
 
 
 class _LruCache:
-    """A small process-local LRU map (the decoded vectors of recently searched scopes)."""
+    """A small process-local LRU map (the decoded vectors of recently searched scopes),
+    bounded in entries and in bytes: one 10k-memory scope of 384-dimension vectors is
+    15 MB, so an entry count alone would let a busy multi-tenant process hold a gigabyte."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, max_bytes: int) -> None:
         self.size = size
-        self._items: OrderedDict[Any, Any] = OrderedDict()
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def get(self, key: Any) -> Any:
         with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-            return value
-
-    def put(self, key: Any, value: Any) -> None:
-        with self._lock:
-            self._items[key] = value
+            entry = self._items.get(key)
+            if entry is None:
+                return None
             self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+            return entry[0]
+
+    def put(self, key: Any, value: Any, nbytes: int) -> None:
+        """Keep ``value`` (``nbytes`` large) unless it alone exceeds the byte bound."""
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
+            if nbytes > self.max_bytes:
+                return
+            self._items[key] = (value, nbytes)
+            self._bytes += nbytes
+            while len(self._items) > self.size or self._bytes > self.max_bytes:
+                self._bytes -= self._items.popitem(last=False)[1][1]
 
 
 #: Decoded scopes: ``key -> (tenant's generation stamp, ids, matrix)``. Reading and
 #: decoding every vector of a 10k-memory scope on each recall cost ~140 ms; a checked
 #: cache hit costs one primary-key lookup and one matrix product.
-_SCOPE_CACHE = _LruCache(64)
+SCOPE_CACHE_BYTES = 256 * 1024 * 1024
+"""How many bytes of decoded vectors one process keeps for reuse (64 scopes at most)."""
+_SCOPE_CACHE = _LruCache(64, SCOPE_CACHE_BYTES)
 
 
 def _scope_matrix(ids: list[int], blobs: list[bytes], dim: int) -> tuple[list[int], Any]:
