@@ -435,8 +435,13 @@ def salience(text: str) -> int:
     words = text.split()
     if not words:
         return 0
-    score = 2 if _DIGIT.search(text) else 0
-    score += 2 if _DATE.search(text) else 0
+    digit = _DIGIT.search(text) is not None
+    low = text.lower()
+    score = 2 if digit else 0
+    # Every date the pattern knows has a digit or one of these words: no regex otherwise.
+    if (digit or "day" in low or "tomorrow" in low or "tonight" in low) \
+            and _DATE.search(text):
+        score += 2
     score += 2 if _NEGATION.search(text) else 0
     score += 2 if words[0].lower().strip(",.:;!") in _IMPERATIVE else 0
     names = 0
@@ -444,9 +449,13 @@ def salience(text: str) -> int:
         bare = word.strip("\"'(),.:;!?")
         if before.endswith((".", "!", "?", ":")) or bare in _PRONOUNS or not bare:
             continue
-        if bare[0].isupper() or _IDENTIFIER.fullmatch(bare):
+        # A lowercase word of letters alone is never an identifier: no regex for it.
+        if bare[0].isupper() or (not (bare.isalpha() and bare.islower())
+                                 and _IDENTIFIER.fullmatch(bare)):
             names += 1
-    return score + min(3, names)
+            if names == 3:  # the most names count for
+                break
+    return score + names
 
 
 def through_filter(texts: Sequence[str], change: Callable[[str], str]) -> list[str]:
