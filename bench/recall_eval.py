@@ -8,7 +8,8 @@ with sentence-transformers on the CPU)::
                                 [--sizes 1000,10000] [--no-latency | --no-quality]
 
 Quality: every memory of the labelled set (``bench/data/recall/<set>.json``, any set
-there: ``dev`` is the development set, ``heldout`` the held-out one) is stored in one
+there: ``dev`` and ``seen`` are development sets, ``heldout`` the held-out one; how each
+was made is in its ``purpose`` field and the README) is stored in one
 tenant and embedded through ``chatkeep memories embed``'s code path; each question is
 recalled with ``limit=10`` as full-text only (no embedder), vectors only (the store's
 vector search alone) and hybrid (what ``keep.memory.recall`` does with an embedder).
