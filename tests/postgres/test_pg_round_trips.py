@@ -136,3 +136,30 @@ def test_a_connection_killed_while_idle_is_replaced_before_use(
     session.add_user("after the failover")  # no StoreError: the dead one failed its ping
     assert pings and [m.content for m in session.messages] == ["hello", "after the failover"]
     assert not pids & pooled_backends(keep)
+
+
+def test_an_async_connection_killed_while_idle_is_replaced_before_use(
+        pg_schema_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same idle ping on the async engine (psycopg's async connection, checked out
+    inside the greenlet bridge)."""
+    import asyncio
+
+    from chatkeep.aio import AsyncChatkeep
+
+    dsn = pg_schema_url.replace("postgresql+psycopg://", "postgresql://").split("?")[0]
+
+    async def scenario() -> list[str | None]:
+        async with AsyncChatkeep(pg_schema_url, dispatcher="inline") as akeep:
+            session = await akeep.sessions.create(Ref("organization", 7))
+            await session.add_user("hello")
+            idle = akeep.engine.sync_engine.pool._pool._queue._queue  # type: ignore[attr-defined]
+            pids = {r.dbapi_connection.driver_connection.info.backend_pid for r in list(idle)}
+            assert pids
+            with psycopg.connect(dsn, autocommit=True) as admin:
+                for pid in pids:
+                    admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+            monkeypatch.setattr(time, "monotonic", lambda real=time.monotonic: real() + 60)
+            await session.add_user("after the failover")
+            return [m.content for m in await session.read_messages()]
+
+    assert asyncio.run(scenario()) == ["hello", "after the failover"]
