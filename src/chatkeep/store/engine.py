@@ -89,8 +89,10 @@ def ping_when_idle(engine: Engine, idle_seconds: float = IDLE_PING_SECONDS) -> N
     connections either way, and connections idle longer (where a failover or restart
     hides) are still checked before use.
     """
+    @event.listens_for(engine, "connect")
     @event.listens_for(engine, "checkin")
     def _stamp(dbapi_connection: Any, record: Any) -> None:
+        # A connection just opened needs no ping either.
         record.info["chatkeep_checked_in"] = time.monotonic()
 
     @event.listens_for(engine, "checkout")

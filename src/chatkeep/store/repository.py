@@ -190,8 +190,6 @@ def _split_at(messages: list[Message], watermark: int) -> tuple[list[Message], l
     return messages[:split], messages[split:]
 
 
-
-
 # Prebuilt statements for the write path: built once, so an append pays for parameter
 # binding only (building a statement per call cost more than the SQLite work itself).
 _S = chat_sessions.c
