@@ -56,11 +56,20 @@ def summary_reply(body: dict[str, Any]) -> Reply:
                       delay=MODEL_SECONDS)
 
 
+def conversation_texts(count: int = 512) -> list[tuple[str, str]]:
+    """``count`` (user, assistant) texts, made before any timing so that neither loop
+    spends its CPU generating text (both draw from the same pool)."""
+    rng = random.Random(1)
+    return [(text(rng, 40, 120), text(rng, 120, 300)) for _ in range(count)]
+
+
+TEXTS = conversation_texts()
+
+
 def sync_turns(url: str, seconds: float, sessions: int,
                base_url: str | None = None) -> tuple[float, list[float]]:
     """One thread looping over ``sessions``; summaries offline, or by the model at
     ``base_url`` (``openai.OpenAI``)."""
-    rng = random.Random(1)
     model = openai.OpenAI(base_url=base_url, api_key="bench", max_retries=0) \
         if base_url else None
     with Chatkeep(url, model=model, config=CONFIG, dispatcher="inline") as keep:
@@ -70,11 +79,12 @@ def sync_turns(url: str, seconds: float, sessions: int,
         i = 0
         while time.perf_counter() - started < seconds:
             session = open_sessions[i % sessions]
+            question, answer = TEXTS[i % len(TEXTS)]
             i += 1
             t = time.perf_counter()
-            session.add_user(text(rng, 40, 120))
+            session.add_user(question)
             keep.compressor.build_history(session, SYSTEM)
-            session.add_assistant(text(rng, 120, 300), usage=Usage(500, 200), model="m")
+            session.add_assistant(answer, usage=Usage(500, 200), model="m")
             latencies.append(time.perf_counter() - t)
         return len(latencies) / (time.perf_counter() - started), latencies
 
@@ -90,14 +100,15 @@ async def async_turns(url: str, seconds: float, concurrency: int,
         started = time.perf_counter()
 
         async def client(n: int) -> None:
-            rng = random.Random(n)
             session = await keep.sessions.create(Ref("organization", 1))
+            i = n * len(TEXTS) // concurrency
             while time.perf_counter() - started < seconds:
+                question, answer = TEXTS[i % len(TEXTS)]
+                i += 1
                 t = time.perf_counter()
-                await session.add_user(text(rng, 40, 120))
+                await session.add_user(question)
                 await keep.compressor.build_history(session, SYSTEM)
-                await session.add_assistant(text(rng, 120, 300), usage=Usage(500, 200),
-                                            model="m")
+                await session.add_assistant(answer, usage=Usage(500, 200), model="m")
                 latencies.append(time.perf_counter() - t)
 
         await asyncio.gather(*(client(n) for n in range(concurrency)))
