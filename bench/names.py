@@ -20,7 +20,6 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +31,7 @@ except ImportError:  # running from a checkout without `pip install -e .`
 
 from chatkeep.privacy.detector import PiiDetector  # noqa: E402
 from chatkeep.privacy.recognizers import PersonRecognizer  # noqa: E402
+from chatkeep.testing.timing import best_time  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "pii"
 SETS = {
@@ -138,12 +138,7 @@ def timing(messages: list[str]) -> tuple[float, dict[str, float]]:
 
 def _ms(recognizer: PersonRecognizer, text: str, repeats: int = 3) -> float:
     """Fastest of ``repeats`` runs on ``text``, in milliseconds."""
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        list(recognizer.find(text))
-        best = min(best, time.perf_counter() - start)
-    return best * 1000
+    return best_time(lambda: list(recognizer.find(text)), repeats) * 1000
 
 
 def main() -> None:

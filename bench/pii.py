@@ -29,8 +29,7 @@ import argparse
 import os
 import statistics
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +52,7 @@ from chatkeep.privacy.evaluation import (  # noqa: E402
 )
 from chatkeep.privacy.redactor import Redactor  # noqa: E402
 from chatkeep.privacy.vault import PlaceholderVault  # noqa: E402
+from chatkeep.testing.timing import best_time  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "pii"
 SETS = {
@@ -267,18 +267,9 @@ def blocks(messages: list[LabelledMessage]) -> list[str]:
     return result
 
 
-def _best_time(run: Callable[[], object], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def _redaction_time(redactor: Redactor, text: str, repeats: int) -> float:
     """Best time to redact ``text`` with a fresh vault each run."""
-    return _best_time(lambda: redactor.redact(text, PlaceholderVault()), repeats)
+    return best_time(lambda: redactor.redact(text, PlaceholderVault()), repeats)
 
 
 def _per_kb(seconds: float, chars: int) -> float:
@@ -292,7 +283,7 @@ def timing_table(redactor: Redactor, texts: list[str], presidio: SpanDetector | 
     prose = ("The quick brown fox jumps over the lazy dog while we wait for the build. " * 15)[
         :BLOCK_CHARS
     ]
-    prose_time = _best_time(lambda: redactor.redact(prose, PlaceholderVault()), 50) * 1000
+    prose_time = best_time(lambda: redactor.redact(prose, PlaceholderVault()), 50) * 1000
     median = statistics.median(per_kb)
     lines = [
         f"### Redaction time ({len(texts)} messages of ~1 KB from the sets, default "
@@ -307,7 +298,7 @@ def timing_table(redactor: Redactor, texts: list[str], presidio: SpanDetector | 
     ]
     if presidio is not None:
         theirs = sorted(
-            _per_kb(_best_time(lambda t=text: presidio.detect(t), 1), len(text)) for text in texts
+            _per_kb(best_time(lambda t=text: presidio.detect(t), 1), len(text)) for text in texts
         )
         median_theirs = statistics.median(theirs)
         lines.append(f"| Presidio patterns, median (detection only) | {median_theirs:.3f} |")

@@ -15,13 +15,13 @@ quadratic case through. No absolute time is asserted (machines differ).
 from __future__ import annotations
 
 import gc
-import time
 from collections.abc import Callable
 
 import pytest
 
 from chatkeep.privacy.detector import PiiDetector, default_recognizers
 from chatkeep.privacy.evaluation import ADVERSARIAL_FAMILIES
+from chatkeep.testing.timing import best_time
 
 SMALL = 10_000
 LARGE = 100_000
@@ -44,15 +44,6 @@ TARGETS: dict[str, Callable[[str], object]] = {
 }
 
 
-def _best(run: Callable[[], object], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def growth(target: Callable[[str], object], small: str, large: str) -> float:
     """Time on ``large`` over time on ``small``, each the best of a few interleaved runs.
 
@@ -65,7 +56,7 @@ def growth(target: Callable[[str], object], small: str, large: str) -> float:
     """
     copies = [small[:1] + small[1:] for _ in range(len(large) // len(small))]
     target(small)  # warm caches (compiled patterns, phone metadata)
-    once = _best(lambda: target(large), 1)
+    once = best_time(lambda: target(large), 1)
     loops = max(1, min(1000, int(MIN_MEASUREMENT / max(once, 1e-7))))
 
     def run_large() -> None:
@@ -82,8 +73,8 @@ def growth(target: Callable[[str], object], small: str, large: str) -> float:
     try:
         small_time = large_time = float("inf")
         for _ in range(REPEATS):
-            small_time = min(small_time, _best(run_small, 1))
-            large_time = min(large_time, _best(run_large, 1))
+            small_time = min(small_time, best_time(run_small, 1))
+            large_time = min(large_time, best_time(run_large, 1))
     finally:
         if gc_was_enabled:
             gc.enable()

@@ -11,9 +11,7 @@ names are the NER backend's. ``python bench/names.py`` prints the same figures.
 
 from __future__ import annotations
 
-import gc
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ from chatkeep.privacy.detector import PiiDetector, default_recognizers
 from chatkeep.privacy.recognizers import PersonRecognizer
 from chatkeep.privacy.redactor import Redactor
 from chatkeep.privacy.vault import PlaceholderVault
+from chatkeep.testing.timing import best_time
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pii"
 NAME_SETS = ["names.jsonl", "names_holdout.jsonl"]
@@ -214,17 +213,7 @@ def test_precision_and_cued_recall_targets(name: str) -> None:
 
 def _best_time(text: str, repeats: int = 3) -> float:
     """Fastest of ``repeats`` runs, without the garbage collector (noise, not cost)."""
-    best = float("inf")
-    gc.collect()
-    gc.disable()
-    try:
-        for _ in range(repeats):
-            start = time.perf_counter()
-            list(RECOGNIZER.find(text))
-            best = min(best, time.perf_counter() - start)
-    finally:
-        gc.enable()
-    return best
+    return best_time(lambda: list(RECOGNIZER.find(text)), repeats, without_gc=True)
 
 
 @pytest.mark.parametrize(
