@@ -10,12 +10,19 @@ from typing import Any
 
 import openai
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chatkeep import Chatkeep, HistoryCompressor, Ref
 from chatkeep.config import ChatConfig, ConfigError
 from chatkeep.formats import get_format
 from chatkeep.formats.base import SUMMARY_HEADER, HistoryInfo, Outgoing
-from chatkeep.history.summarizer import ExtractiveSummarizer, LLMSummarizer
+from chatkeep.history.summarizer import (
+    ExtractiveSummarizer,
+    LLMSummarizer,
+    most_telling,
+    weight,
+)
 from chatkeep.history.summary import (
     FORMAT,
     ItemType,
@@ -27,6 +34,7 @@ from chatkeep.history.summary import (
     SummaryReplyError,
     merge,
     read_reply,
+    salience,
 )
 from chatkeep.llm.base import Completion
 from chatkeep.messages import Message, Role
@@ -474,6 +482,30 @@ def test_the_offline_summariser_reads_an_old_outline_as_its_narrative() -> None:
     old = "- User: first\n- Assistant: second"
     result = ExtractiveSummarizer(200).summarize(old, [msg(9, "user", "Hi")], "English")
     assert result.text == old
+
+
+_WORDS = ("the", "client", "Never", "never", "budget", "due", "$40", "3", "2026-05-01",
+          "Friday", "prefer", "I", "Maria", "api_key", "bob@example.com", "v2.3", "Émile",
+          "don't", "use", "Rule:", "Fact:", "we", "need", "to", "ok", "tomorrow", "limit")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=9).map(" ".join),
+                min_size=1, max_size=8))
+def test_the_most_telling_sentence_is_the_first_of_the_heaviest(sentences: list[str]) -> None:
+    # most_telling skips the costly bonus where a sentence can no longer win; the answer
+    # must be max()'s own: the heaviest, the first of equals.
+    assert most_telling(sentences) == max(sentences, key=weight)
+
+
+@pytest.mark.parametrize(("sentence", "names"), [
+    ("the key is in api_key now", 1), ("mail ops@acme later", 1),
+    ("the host is web.example now", 1), ("we met Émile and Maria and Ann and Bo", 3),
+    ("all of these words are lowercase", 0), ("Capitalised first word only", 0)])
+def test_salience_counts_names_and_identifiers_after_the_first_word(sentence: str,
+                                                                   names: int) -> None:
+    # A sentence with no capital or joined word after its first skips the word loop.
+    assert salience(sentence) == names
 
 
 # -- the summariser's request --------------------------------------------------------------

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from chatkeep.errors import StoreError
 from chatkeep.store.engine import (
+    AUTOCOMMIT_BY_DEFAULT,
     READ_ONLY,
     SQLITE_BUSY_TIMEOUT_MS,
     SQLITE_SYNCHRONOUS,
@@ -62,6 +63,8 @@ def make_async_engine(url: str | URL, *, sqlite_synchronous: str = "FULL",
         kwargs.setdefault("pool_size", 1)
         kwargs.setdefault("max_overflow", 0)
         kwargs.setdefault("pool_timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)
+    else:
+        kwargs.setdefault("isolation_level", AUTOCOMMIT_BY_DEFAULT)
     try:
         engine = create_async_engine(parsed, **kwargs)
     except ModuleNotFoundError as exc:

@@ -218,13 +218,25 @@ _LABELS = {"rule": ItemType.RULE, "instruction": ItemType.RULE,
            "preference": ItemType.PREFERENCE}
 
 
+#: Any of the four word lists at once: whether a sentence reads as more than a fact.
+_NOT_FACT = re.compile("|".join(f"(?:{p.pattern})" for p in (_PREFERENCE, _CONSTRAINT,
+                                                              _RULE, _TASK)), re.IGNORECASE)
+
+
+def _labelled(text: str) -> ItemType | None:
+    label = _LABEL.match(text)
+    if label is None:
+        return None
+    kind = label.group("kind").lower()
+    return _LABELS[kind[:-1] if kind.endswith("s") and kind[:-1] in _LABELS else kind]
+
+
 def classify(text: str) -> ItemType:
     """The item type a sentence most likely is (offline heuristics, English): a label the
     writer gave it ("Rule: ...", "Deadline: ..."), else the words it uses."""
-    label = _LABEL.match(text)
-    if label:
-        kind = label.group("kind").lower()
-        return _LABELS[kind[:-1] if kind.endswith("s") and kind[:-1] in _LABELS else kind]
+    labelled = _labelled(text)
+    if labelled is not None:
+        return labelled
     if _PREFERENCE.search(text):
         return ItemType.PREFERENCE
     if _CONSTRAINT.search(text):
@@ -236,10 +248,35 @@ def classify(text: str) -> ItemType:
     return ItemType.FACT
 
 
+#: What reading as a rule, constraint, task or preference adds to a sentence's weight.
+BONUS = 2
+
+
+def _bonus(text: str) -> int:
+    labelled = _labelled(text)
+    if labelled is None:  # one search instead of classify's four
+        return BONUS if _NOT_FACT.search(text) else 0
+    return 0 if labelled is ItemType.FACT else BONUS
+
+
 def weight(text: str) -> int:
     """How strongly the offline summariser keeps ``text``: its salience, plus a bonus when
     it reads as a rule, constraint, task or preference."""
-    return salience(text) + (0 if classify(text) is ItemType.FACT else 2)
+    return salience(text) + _bonus(text)
+
+
+def most_telling(sentences: Sequence[str]) -> str:
+    """``max(sentences, key=weight)`` (the first of the heaviest), looking for the bonus
+    (the costly part) only in sentences whose salience still lets them win."""
+    base = [salience(s) for s in sentences]
+    best, heaviest = 0, -1
+    for n in sorted(range(len(sentences)), key=lambda n: (-base[n], n)):
+        if base[n] + BONUS < heaviest or (base[n] + BONUS == heaviest and n > best):
+            break  # neither this one nor any after it (lighter, or later) can win
+        total = base[n] + _bonus(sentences[n])
+        if total > heaviest or (total == heaviest and n < best):
+            best, heaviest = n, total
+    return sentences[best]
 
 
 class ExtractiveSummarizer:
@@ -285,7 +322,7 @@ class ExtractiveSummarizer:
             if message.role.value == "user":
                 self._user_turn(sentences, adds, users)
             else:
-                best = max(sentences, key=weight)  # the first of the most telling
+                best = most_telling(sentences)
                 assistants.append(f"- {SPEAKER['assistant']}: {self._line(best)}")
         summary = merge(previous, SummaryEdit(add=tuple(adds)))
         outline = [ln for ln in (previous.narrative.splitlines() if previous else ())
@@ -301,7 +338,8 @@ class ExtractiveSummarizer:
     def _user_turn(self, sentences: list[str], adds: list[NewItem], lines: list[str]) -> None:
         whole = " ".join(sentences)
         if len(whole) <= self.MAX_TURN_CHARS:
-            if max(weight(s) for s in sentences) >= self.ITEM_WEIGHT:
+            if any(salience(s) >= self.ITEM_WEIGHT or weight(s) >= self.ITEM_WEIGHT
+                   for s in sentences):
                 adds.append(NewItem(classify(whole), whole))
                 return
             lines.append(f"- {SPEAKER['user']}: {self._line(sentences[0])}")

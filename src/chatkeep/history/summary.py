@@ -15,6 +15,7 @@ No I/O here: plain code over values, shared by every shell.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import re
@@ -129,9 +130,16 @@ class StructuredSummary:
     @classmethod
     def load(cls, stored: str | None) -> StructuredSummary | None:
         """The summary stored as ``stored``: the JSON form, or any other text (a summary
-        written before items existed, or a narrative alone) as the narrative."""
+        written before items existed, or a narrative alone) as the narrative.
+
+        Parsed once per stored text (every turn reads the summary; it changes only when
+        a fold writes a new one); summaries are immutable, so sharing one is safe."""
         if not stored or not stored.strip():
             return None
+        return _parsed(stored) if cls is StructuredSummary else cls._parse(stored)
+
+    @classmethod
+    def _parse(cls, stored: str) -> StructuredSummary:
         if stored.lstrip().startswith("{"):
             try:
                 data = json.loads(stored)
@@ -224,26 +232,46 @@ class StructuredSummary:
         if counter.count(shrunk.render()) <= limit:
             return shrunk
         shrunk = replace(shrunk, narrative="")
-        victims = sorted(shrunk.items, key=_drop_key)
-        dropped: set[str] = set()
-        for victim in victims:
-            dropped.add(victim.id)
-            candidate = replace(shrunk, items=tuple(i for i in shrunk.items
-                                                    if i.id not in dropped))
-            if counter.count(candidate.render()) <= limit:
-                return candidate
-        return replace(shrunk, items=())
+        victims = [i.id for i in sorted(shrunk.items, key=_drop_key)]
+
+        def without(count: int) -> StructuredSummary:  # the first ``count`` victims gone
+            dropped = set(victims[:count])
+            return replace(shrunk, items=tuple(i for i in shrunk.items if i.id not in dropped))
+
+        count = _least(1, len(victims), lambda n: counter.count(without(n).render()) <= limit)
+        return without(count) if count is not None else replace(shrunk, items=())
+
+
+def _least(low: int, high: int, fits: Callable[[int], bool]) -> int | None:
+    """The least ``n`` in ``low..high`` for which ``fits(n)``, or ``None``; by bisection,
+    as dropping more (a larger ``n``) never makes a summary cost more."""
+    found = None
+    while low <= high:
+        middle = (low + high) // 2
+        if fits(middle):
+            found, high = middle, middle - 1
+        else:
+            low = middle + 1
+    return found
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(stored: str) -> StructuredSummary:
+    return StructuredSummary._parse(stored)
 
 
 def _fit_narrative(summary: StructuredSummary, limit: int,
                    counter: TokenCounter) -> StructuredSummary:
     lines = [ln for ln in summary.narrative.strip().splitlines() if ln.strip()]
-    while len(lines) > 1:  # an outline: its oldest lines go first
-        lines.pop(0)
-        candidate = replace(summary, narrative="\n".join(lines))
-        if counter.count(candidate.render()) <= limit:
-            return candidate
-    text = lines[0] if lines else ""
+
+    def newest(count: int) -> StructuredSummary:  # an outline: its oldest lines go first
+        return replace(summary, narrative="\n".join(lines[count:]))
+
+    popped = _least(1, len(lines) - 1,
+                    lambda n: counter.count(newest(n).render()) <= limit)
+    if popped is not None:
+        return newest(popped)
+    text = lines[-1] if lines else ""
     bare = replace(summary, narrative="")
     room = limit - counter.count(bare.render()) - (
         counter.count(f"\n{NARRATIVE_TITLE}:\n") if summary.items else 0)
@@ -282,12 +310,16 @@ def merge(previous: StructuredSummary | None, edit: SummaryEdit) -> StructuredSu
             item = SummaryItem(item.id, update.type or item.type, _one_line(update.text), fold)
         items.append(item)
     next_id = base.next_id
+    index: dict[str, int] = {}  # each text's first item, as the items grow
+    for n, item in enumerate(items):
+        index.setdefault(_key(item.text), n)
     for new in edit.add:
         text = _one_line(new.text)
-        same = next((n for n, i in enumerate(items) if _key(i.text) == _key(text)), None)
+        same = index.get(_key(text))
         if same is not None:
             items[same] = replace(items[same], touched=fold)
             continue
+        index[_key(text)] = len(items)
         items.append(SummaryItem(f"{_PREFIX[new.type]}{next_id}", new.type, text, fold))
         next_id += 1
     narrative = base.narrative
@@ -427,11 +459,15 @@ _IMPERATIVE = frozenset((
     "please", "must", "should", "set", "book", "buy", "schedule", "cancel", "limit", "cap"))
 _IDENTIFIER = re.compile(r"\w*[a-z][A-Z]\w*|\w+[_/@.]\w+|<[A-Z_]+_\d+>|[A-Z]{2,}\w*")
 _PRONOUNS = frozenset({"I", "I'm", "I'd", "I'll", "I've"})
+_JOINED = re.compile(r"\w[_/@.]\w")
 
 
+@functools.lru_cache(maxsize=4096)
 def salience(text: str) -> int:
     """How much a sentence carries that a summary must keep: numbers, dates, names and
-    identifiers, negations, an imperative opening. 0 for small talk."""
+    identifiers, negations, an imperative opening. 0 for small talk.
+
+    Cached (summary items are scored again on every fold that shrinks the summary)."""
     words = text.split()
     if not words:
         return 0
@@ -444,6 +480,11 @@ def salience(text: str) -> int:
         score += 2
     score += 2 if _NEGATION.search(text) else 0
     score += 2 if words[0].lower().strip(",.:;!") in _IMPERATIVE else 0
+    rest = text.split(None, 1)[1] if len(words) > 1 else ""
+    # A name or identifier has an uppercase letter or joins words with _ / @ or a dot: a
+    # sentence with neither after its first word has none (no loop over its words).
+    if rest.islower() and not _JOINED.search(rest):
+        return score
     names = 0
     for before, word in itertools.pairwise(words):
         bare = word.strip("\"'(),.:;!?")

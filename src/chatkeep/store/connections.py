@@ -29,11 +29,30 @@ def store_error(exc: SQLAlchemyError) -> StoreError:
     return StoreError(f"database error: {type(exc).__name__}: {exc}")
 
 
+def autocommits(engine: Engine) -> bool:
+    """Whether ``engine``'s connections autocommit unless told otherwise: chatkeep's
+    PostgreSQL engines do (most of a turn is single statements, which then need no
+    isolation switch per checkout); so may an engine an application passes in."""
+    return getattr(engine.dialect, "_on_connect_isolation_level", None) == "AUTOCOMMIT"
+
+
+@contextmanager
+def begin(engine: Engine) -> Iterator[Connection]:
+    """``engine.begin()``, but a real transaction on an autocommit engine too (there it
+    switches the connection to the server's default level for the block)."""
+    with engine.connect() as conn:
+        if autocommits(engine):
+            conn.execution_options(
+                isolation_level=engine.dialect.default_isolation_level or "READ COMMITTED")
+        with conn.begin():
+            yield conn
+
+
 @contextmanager
 def transaction(engine: Engine) -> Iterator[Connection]:
     """One transaction; committed on success, rolled back on any error."""
     try:
-        with engine.begin() as conn:
+        with begin(engine) as conn:
             yield conn
     except IntegrityError:
         raise
@@ -47,7 +66,8 @@ def autocommit(engine: Engine) -> Iterator[Connection]:
     one statement, it saves the BEGIN and COMMIT round trips."""
     try:
         with engine.connect() as conn:
-            yield conn.execution_options(isolation_level="AUTOCOMMIT")
+            yield conn if autocommits(engine) else \
+                conn.execution_options(isolation_level="AUTOCOMMIT")
     except IntegrityError:
         raise
     except SQLAlchemyError as exc:
@@ -66,7 +86,11 @@ def reading(engine: Engine, *, block: bool = False) -> Iterator[Connection]:
     for ``SET LOCAL``.
     """
     options: dict[str, Any] = {READ_ONLY: True}
-    if not block and engine.dialect.name == "postgresql":
+    if autocommits(engine):
+        if block:
+            options["isolation_level"] = engine.dialect.default_isolation_level \
+                or "READ COMMITTED"
+    elif not block and engine.dialect.name == "postgresql":
         options["isolation_level"] = "AUTOCOMMIT"
     try:
         with engine.connect() as conn:

@@ -31,6 +31,11 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 SQLITE_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 READ_ONLY = "chatkeep_read_only"
 """Execution option of connections that only read: SQLite begins them deferred."""
+AUTOCOMMIT_BY_DEFAULT = "AUTOCOMMIT"
+"""PostgreSQL engines' connections autocommit from the moment they connect: a turn is mostly
+single statements (reads, one-statement appends), which then need no BEGIN and COMMIT and
+no isolation switch at each checkout; a transaction switches its connection for the
+block (``chatkeep.store.connections.begin``)."""
 
 _DRIVERS = {"postgresql": ('psycopg', 'pip install "chatkeep[postgres]"')}
 
@@ -120,6 +125,7 @@ def make_engine(url: str | URL, *, sqlite_synchronous: str = "FULL", **kwargs: A
         if parsed.get_backend_name() == "sqlite":
             engine = _sqlite_engine(parsed, synchronous, **kwargs)
         else:
+            kwargs.setdefault("isolation_level", AUTOCOMMIT_BY_DEFAULT)
             engine = create_engine(parsed, **kwargs)
             if not kwargs.get("pool_pre_ping"):
                 ping_when_idle(engine)

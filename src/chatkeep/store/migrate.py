@@ -20,6 +20,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, inspect, text
 
 from chatkeep.errors import StoreError
+from chatkeep.store.connections import begin
 from chatkeep.store.schema import metadata
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -61,21 +62,21 @@ def _locked(conn: Connection) -> None:
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Apply migrations up to ``revision``."""
-    with engine.begin() as conn:
+    with begin(engine) as conn:
         _locked(conn)
         _run(conn, "upgrade", revision)
 
 
 def downgrade(engine: Engine, revision: str) -> None:
     """Revert migrations down to ``revision`` (``"base"`` removes every table)."""
-    with engine.begin() as conn:
+    with begin(engine) as conn:
         _locked(conn)
         _run(conn, "downgrade", revision)
 
 
 def stamp(engine: Engine, revision: str = "head") -> None:
     """Record ``revision`` as applied without running anything."""
-    with engine.begin() as conn:
+    with begin(engine) as conn:
         _run(conn, "stamp", revision)
 
 
@@ -85,7 +86,7 @@ def ensure_schema(engine: Engine) -> None:
     head = head_revision()
     if current(engine) == head:  # the common case: no lock, no write
         return
-    with engine.begin() as conn:
+    with begin(engine) as conn:
         _locked(conn)
         revision = MigrationContext.configure(conn).get_current_revision()
         if revision == head:

@@ -21,7 +21,6 @@ from typing import Any, NoReturn
 from sqlalchemy import (
     JSON,
     BigInteger,
-    CompoundSelect,
     Connection,
     Engine,
     Integer,
@@ -184,6 +183,21 @@ _MESSAGE_COLUMNS = [
 _LIVE = chat_messages.c.retracted_at.is_(None)
 
 
+# The read every turn makes, prebuilt like the write path's statements below.
+_SESSION_BY_ID = select(chat_sessions).where(chat_sessions.c.id == bindparam("b_session_id"))
+_M = chat_messages.c
+_AFTER_WATERMARK = select(*_MESSAGE_COLUMNS).where(
+    _M.session_id == bindparam("b_session_id"), _M.seq > bindparam("b_watermark"), _LIVE)
+_ALL_LIVE = _AFTER_WATERMARK.order_by(_M.seq)
+"""A session never summarised: every live message."""
+_UNSUMMARISED = union_all(
+    select(*_MESSAGE_COLUMNS).where(
+        _M.session_id == bindparam("b_session_id"), _M.role == "system",
+        _M.seq <= bindparam("b_watermark"), _LIVE),
+    _AFTER_WATERMARK).order_by("seq")
+"""Pinned system messages at or below the watermark, then every live message after it."""
+
+
 def _split_at(messages: list[Message], watermark: int) -> tuple[list[Message], list[Message]]:
     """Messages in seq order -> (those at or below ``watermark``, those after it)."""
     split = next((i for i, m in enumerate(messages) if m.seq > watermark), len(messages))
@@ -202,6 +216,17 @@ _CLAIM_SEQ = (
             total_tokens=_S.total_tokens + bindparam("b_billed", type_=BigInteger()))
     .returning(chat_sessions)
 )
+_SET_SUMMARY = (
+    update(chat_sessions)
+    .where(_S.id == bindparam("b_session_id"),
+           _S.summary_version == bindparam("b_expected", type_=Integer()),
+           _S.summary_watermark < bindparam("b_watermark", type_=Integer()))
+    .values(summary=bindparam("b_summary"),
+            summary_watermark=bindparam("b_watermark", type_=Integer()),
+            summary_version=bindparam("b_expected", type_=Integer()) + 1)
+    .returning(chat_sessions)
+)
+"""A fold's compare-and-set: the new summary and watermark, unless another fold won."""
 _INSERT_MESSAGE = insert(chat_messages)
 _INSERT_TOOL_CALL = insert(chat_tool_calls)
 _INSERT_USAGE = insert(chat_usage)
@@ -358,10 +383,11 @@ class Repository:
             return self._load_session(conn, session_id, tenant)
 
     def _load_session(self, conn: Connection, session_id: str, tenant: Ref | None) -> SessionRow:
-        query = select(chat_sessions).where(chat_sessions.c.id == session_id)
-        if tenant is not None:
-            query = query.where(ref_filter(chat_sessions, "tenant", tenant))
-        row = conn.execute(query).first()
+        if tenant is None:  # every turn's read: a prebuilt statement
+            row = conn.execute(_SESSION_BY_ID, {"b_session_id": session_id}).first()
+        else:
+            row = conn.execute(_SESSION_BY_ID.where(ref_filter(chat_sessions, "tenant", tenant)),
+                               {"b_session_id": session_id}).first()
         if row is None:
             raise SessionNotFound(f"no session {session_id!r}"
                                   + (f" for tenant {tenant}" if tenant else ""))
@@ -561,17 +587,9 @@ class Repository:
 
     def _read_unsummarised(self, conn: Connection, session_id: str,
                            watermark: int) -> tuple[list[Message], list[Message]]:
-        after = select(*_MESSAGE_COLUMNS).where(
-            chat_messages.c.session_id == session_id, chat_messages.c.seq > watermark, _LIVE)
-        query: Select[Any] | CompoundSelect[Any]
-        if watermark <= 0:
-            query = after.order_by(chat_messages.c.seq)
-        else:
-            pinned = select(*_MESSAGE_COLUMNS).where(
-                chat_messages.c.session_id == session_id, chat_messages.c.role == "system",
-                chat_messages.c.seq <= watermark, _LIVE)
-            query = union_all(pinned, after).order_by("seq")
-        return _split_at([_row_to_message(r) for r in conn.execute(query)], watermark)
+        query = _UNSUMMARISED if watermark > 0 else _ALL_LIVE
+        rows = conn.execute(query, {"b_session_id": session_id, "b_watermark": watermark})
+        return _split_at([_row_to_message(r) for r in rows], watermark)
 
     # -- retraction ----------------------------------------------------------------------
 
@@ -685,15 +703,9 @@ class Repository:
         Returns the new row, or ``None`` when the race was lost (the caller re-reads).
         """
         with self.transaction() as conn:
-            result = conn.execute(
-                update(chat_sessions)
-                .where(chat_sessions.c.id == session_id,
-                       chat_sessions.c.summary_version == expected_version,
-                       chat_sessions.c.summary_watermark < watermark)
-                .values(summary=summary, summary_watermark=watermark,
-                        summary_version=expected_version + 1)
-                .returning(chat_sessions)
-            ).first()
+            result = conn.execute(_SET_SUMMARY, {
+                "b_session_id": session_id, "b_expected": expected_version,
+                "b_summary": summary, "b_watermark": watermark}).first()
             return None if result is None else _row_to_session(result)
 
     # -- PII vault -----------------------------------------------------------------------
