@@ -11,11 +11,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import event, select, update
 
 from chatkeep import Chatkeep, Ref, SessionClosed, SessionNotFound, Usage
 from chatkeep.messages import Role
-from chatkeep.store.schema import chat_messages, chat_usage
+from chatkeep.store.connections import autocommits, transaction
+from chatkeep.store.schema import chat_messages, chat_sessions, chat_usage
 
 pytestmark = pytest.mark.postgres
 
@@ -89,6 +90,25 @@ def test_a_refused_one_statement_append_says_why_and_writes_nothing(keep: Chatke
     with keep.engine.connect() as conn:
         count = conn.execute(select(chat_messages.c.seq)).all()
     assert len(count) == 1
+
+
+def test_connections_autocommit_from_connect_and_a_transaction_is_still_one(
+        keep: Chatkeep) -> None:
+    # The engine autocommits by default, so a turn's checkouts switch nothing ...
+    assert autocommits(keep.engine)
+    with keep.engine.connect() as conn:
+        assert conn.connection.driver_connection.autocommit
+    # ... and a transaction switches its connection for the block: a failure inside it
+    # leaves nothing behind, and the connection goes back to the pool autocommitting.
+    session = keep.sessions.create(Ref("organization", 7))
+    with pytest.raises(RuntimeError), transaction(keep.engine) as conn:
+        assert not conn.connection.driver_connection.autocommit
+        conn.execute(update(chat_sessions).where(chat_sessions.c.id == session.id)
+                     .values(title="half-written"))
+        raise RuntimeError("fails mid-transaction")
+    assert keep.sessions.get(session.id).title is None
+    with keep.engine.connect() as conn:
+        assert conn.connection.driver_connection.autocommit
 
 
 def pooled_backends(keep: Chatkeep) -> set[int]:
