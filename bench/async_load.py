@@ -2,6 +2,7 @@
 the SDK's own ``SQLAlchemySession``, on PostgreSQL and SQLite, in one run.
 
     python bench/async_load.py [--postgres URL] [--seconds 8] [--concurrency 16]
+                               [--no-postgres | --no-sqlite]
 
 Turns: the request an application serves (``add_user``, ``build_history``,
 ``add_assistant`` with usage), 6,000-token budget; summaries offline (extractive, CPU
@@ -226,11 +227,13 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--sdk-turns", type=int, default=100)
     parser.add_argument("--no-sqlite", action="store_true")
+    parser.add_argument("--no-postgres", action="store_true")
     args = parser.parse_args()
     from chatkeep.testing.postgres import scratch_schema
 
-    with scratch_schema(args.postgres, "ck_async_bench") as url:
-        report("PostgreSQL", url, url, args)  # psycopg serves both APIs
+    if not args.no_postgres:
+        with scratch_schema(args.postgres, "ck_async_bench") as url:
+            report("PostgreSQL", url, url, args)  # psycopg serves both APIs
     if not args.no_sqlite:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "bench.db"

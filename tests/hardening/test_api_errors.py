@@ -318,6 +318,42 @@ def test_sqlite_fast_path_writes_what_the_core_path_writes(tmp_path: Path) -> No
     assert dumps[0] == dumps[1]
 
 
+def test_sqlite_fast_path_reads_what_the_core_path_reads(tmp_path: Path) -> None:
+    """``read_history`` on the driver and through Core give the same row and messages,
+    before and after a summary watermark (pinned system messages below it included)."""
+    with Chatkeep(f"sqlite:///{tmp_path / 'read.db'}", dispatcher="inline") as keep:
+        repo = keep.repository
+        fast = repo._sqlite
+        assert fast is not None
+        session = keep.sessions.create(ORG, actor=ALICE, metadata={"a": [1, None]})
+        session.add_system("Pinned.")
+        session.add_user("hi é", name="alice", metadata={"k": 1})
+        session.add_assistant("calling", tool_calls=[
+            {"id": "c1", "function": {"name": "f", "arguments": '{"x": 1}'}}],
+            usage=Usage(3, 4), model="m")
+        session.add_tool_result("c1", "r1")
+        session.add_assistant("done")
+        session.retract_last()
+
+        def both() -> tuple[Any, Any]:
+            repo._sqlite = fast
+            direct = repo.read_history(session.id)
+            repo._sqlite = None  # the Core path, as PostgreSQL takes it
+            core = repo.read_history(session.id)
+            repo._sqlite = fast
+            return direct, core
+
+        direct, core = both()
+        assert direct == core and len(direct[2]) == 4
+        row = repo.compare_and_set_summary(session.id, 0, "summary", 3)
+        assert row is not None
+        direct, core = both()
+        assert direct == core
+        assert [m.seq for m in direct[1]] == [1] and [m.seq for m in direct[2]] == [4]
+        with pytest.raises(SessionNotFound):
+            fast.read_history("no-such-session")
+
+
 def test_a_model_answering_with_a_non_json_body_is_a_chatkeep_error(tmp_path: Path) -> None:
     import http.server
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 import uuid
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from sqlalchemy import (
     JSON,
@@ -38,6 +38,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.util import await_only
 
 from chatkeep.errors import (
     ChatkeepError,
@@ -58,6 +59,8 @@ from chatkeep.store.schema import (
     ref_filter,
     ref_values,
 )
+
+T = TypeVar("T")
 
 
 def utcnow() -> datetime:
@@ -315,7 +318,7 @@ class Repository:
     def __init__(self, engine: Engine, clock: Callable[[], datetime] = utcnow) -> None:
         self.engine = engine
         self.clock = clock
-        self._sqlite = _SqliteAppender(engine) if _SqliteAppender.serves(engine) else None
+        self._sqlite = _SqliteDirect(engine) if _SqliteDirect.serves(engine) else None
 
     # -- schema --------------------------------------------------------------------------
 
@@ -449,7 +452,7 @@ class Repository:
         The hot path of every ``add_*``: prebuilt statements (no per-call SQL construction),
         one ``UPDATE ... RETURNING`` for the seq range, one insert for the messages, one for
         their tool calls and one ``UPDATE ... RETURNING`` per tool result. On SQLite the
-        same statements go straight to the driver (see ``_SqliteAppender``)."""
+        same statements go straight to the driver (see ``_SqliteDirect``)."""
         if not batch:
             raise InvalidMessage("nothing to append: the batch is empty")
         if self._sqlite is not None:
@@ -581,6 +584,8 @@ class Repository:
         tail, not the session's length. (The watermark goes to the second statement as a
         value, not joined from the row: then the planner knows how few rows follow it
         and walks the index even in a table one long session dominates.)"""
+        if self._sqlite is not None:
+            return self._sqlite.read_history(session_id)
         with self.reading() as conn:
             row = self._load_session(conn, session_id, None)
             return (row, *self._read_unsummarised(conn, session_id, row.summary_watermark))
@@ -747,13 +752,55 @@ class Repository:
             return result.rowcount == 1
 
 
-class _SqliteAppender:
-    """The append transaction on the pysqlite driver itself, for SQLite files.
+class _Pysqlite:
+    """Statements straight to a ``sqlite3`` connection."""
 
-    The same statements as the Core path (``_CLAIM_SEQ``, the inserts, ``_ANSWER_CALL``),
-    sent without SQLAlchemy's per-statement machinery, which cost more than SQLite's own
-    work (an append is ~0.1 ms of SQLite). Values go through the dialect's own type
-    processors, so the stored bytes are those the Core path writes (a test compares both).
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.db.in_transaction
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return self.db.execute(sql, params).fetchall()
+
+    def many(self, sql: str, rows: list[list[Any]]) -> None:
+        if len(rows) == 1:
+            self.db.execute(sql, rows[0])
+        else:
+            self.db.executemany(sql, rows)
+
+
+class _Aiosqlite:
+    """Statements to an aiosqlite connection, awaited from inside the async bridge: one
+    hop to its thread per statement (``execute_fetchall``), where SQLAlchemy's adapter
+    makes four (cursor, execute, fetch, close)."""
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+
+    @property
+    def in_transaction(self) -> bool:
+        return bool(self.db.in_transaction)
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return list(await_only(self.db.execute_fetchall(sql, params)))
+
+    def many(self, sql: str, rows: list[list[Any]]) -> None:
+        for row in rows:
+            await_only(self.db.execute_fetchall(sql, row))
+
+
+class _SqliteDirect:
+    """A turn's append and read on the SQLite driver itself (pysqlite, or aiosqlite under
+    the async API), for SQLite files.
+
+    The same statements as the Core path (``_CLAIM_SEQ``, the inserts, ``_ANSWER_CALL``;
+    the prebuilt reads compiled once), sent without SQLAlchemy's per-statement machinery,
+    which cost more than SQLite's own work (an append is ~0.1 ms of SQLite). Values go
+    through the dialect's own type processors, so the stored bytes are those the Core path
+    writes and the values read those it reads (tests compare both).
     """
 
     def __init__(self, engine: Engine) -> None:
@@ -783,50 +830,102 @@ class _SqliteAppender:
         self.message_sql, self.message_binds = insert_sql(chat_messages, _MESSAGE_FIELDS)
         self.call_sql, self.call_binds = insert_sql(chat_tool_calls, _CALL_FIELDS)
         self.usage_sql, self.usage_binds = insert_sql(chat_usage, _USAGE_FIELDS)
+        def positional(statement: Any) -> tuple[str, Callable[[dict[str, Any]], list[Any]]]:
+            """The SQL, and what turns named values into its positional parameters (the
+            statement's own literals, such as ``role = 'system'``, filled in)."""
+            compiled = statement.compile(dialect=dialect)
+            names, fixed = tuple(compiled.positiontup or ()), compiled.params
+            return str(compiled), lambda given: [given.get(n, fixed[n]) for n in names]
+
+        self.session_sql = positional(_SESSION_BY_ID)
+        self.all_live_sql = positional(_ALL_LIVE)
+        self.unsummarised_sql = positional(_UNSUMMARISED)
+        self.message_names = [c.name for c in _MESSAGE_COLUMNS]
+        self.message_results = _processors([
+            c.type.dialect_impl(dialect).result_processor(dialect, None)
+            for c in _MESSAGE_COLUMNS])
         self.answer_sql = ("UPDATE chat_tool_calls SET result_seq = ? WHERE session_id = ? "
-                           "AND call_id = ? AND call_seq < ? AND result_seq IS NULL")
+                           "AND call_id = ? AND call_seq < ? AND result_seq IS NULL "
+                           "RETURNING call_id")
 
     @staticmethod
     def serves(engine: Engine) -> bool:
-        """Whether ``engine`` is SQLite on the (synchronous) pysqlite driver."""
-        return engine.dialect.name == "sqlite" and engine.dialect.driver == "pysqlite"
+        """Whether ``engine`` is SQLite on pysqlite, or on aiosqlite (the async API's engine,
+        whose repository runs inside the bridge)."""
+        return engine.dialect.name == "sqlite" and engine.dialect.driver in ("pysqlite",
+                                                                              "aiosqlite")
 
     def append(self, session_id: str,
                batch: Sequence[tuple[MessageDraft, int | None, BilledUsage | None]],
                now: datetime) -> tuple[list[Message], SessionRow]:
         """``Repository.append_messages`` in one ``BEGIN IMMEDIATE`` ... ``COMMIT``."""
-        pooled = self.engine.raw_connection()
         try:
-            db = pooled.driver_connection
-            assert isinstance(db, sqlite3.Connection)
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                result = self._write(db, session_id, batch, now)
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
-            return result
+            with self._connection() as db:
+                return self._in_transaction(
+                    db, "BEGIN IMMEDIATE", lambda: self._write(db, session_id, batch, now))
         except sqlite3.IntegrityError as exc:
             raise _append_error(exc, batch) from None
+
+    def read_history(self, session_id: str) -> tuple[SessionRow, list[Message],
+                                                      list[Message]]:
+        """``Repository.read_history``: both reads in one deferred transaction (one WAL
+        snapshot), the same statements as the Core path."""
+        with self._connection() as db:
+            return self._in_transaction(db, "BEGIN", lambda: self._read(db, session_id))
+
+    @contextmanager
+    def _connection(self) -> Iterator[_Pysqlite | _Aiosqlite]:
+        pooled = self.engine.raw_connection()
+        try:
+            driver = pooled.driver_connection
+            yield _Pysqlite(driver) if isinstance(driver, sqlite3.Connection) \
+                else _Aiosqlite(driver)
+        except sqlite3.IntegrityError:
+            raise
         except sqlite3.Error as exc:
             raise StoreError(f"database error: {type(exc).__name__}: {exc}") from exc
         finally:
             pooled.close()
 
-    def _write(self, db: sqlite3.Connection, session_id: str,
+    @staticmethod
+    def _in_transaction(db: _Pysqlite | _Aiosqlite, begin: str, work: Callable[[], T]) -> T:
+        db.rows(begin)
+        try:
+            result = work()
+            db.rows("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.rows("ROLLBACK")
+            raise
+        return result
+
+    def _read(self, db: _Pysqlite | _Aiosqlite, session_id: str) -> tuple[
+            SessionRow, list[Message], list[Message]]:
+        params: dict[str, Any] = {"b_session_id": session_id}
+        found = db.rows(self.session_sql[0], self.session_sql[1](params))
+        if not found:
+            raise SessionNotFound(f"no session {session_id!r}")
+        row = _row_to_session(_Mapped(dict(zip(
+            self.session_names, _bound(self.session_results, found[0]), strict=True))))
+        watermark = row.summary_watermark
+        sql, names = self.unsummarised_sql if watermark > 0 else self.all_live_sql
+        params["b_watermark"] = watermark
+        messages = [_row_to_message(_Mapped(dict(zip(
+            self.message_names, _bound(self.message_results, raw), strict=True))))
+            for raw in db.rows(sql, names(params))]
+        return (row, *_split_at(messages, watermark))
+
+    def _write(self, db: _Pysqlite | _Aiosqlite, session_id: str,
                batch: Sequence[tuple[MessageDraft, int | None, BilledUsage | None]],
                now: datetime) -> tuple[list[Message], SessionRow]:
         billed_tokens = sum(b.usage.total_tokens for _, _, b in batch if b is not None)
         stamp = self.timestamp(now)
-        raw = db.execute(self.claim_sql, (len(batch), stamp, billed_tokens, session_id)
-                         ).fetchone()
-        if raw is None:
-            exists = db.execute("SELECT 1 FROM chat_sessions WHERE id = ?", (session_id,))
-            if exists.fetchone() is None:
+        claimed = db.rows(self.claim_sql, (len(batch), stamp, billed_tokens, session_id))
+        if not claimed:
+            if not db.rows("SELECT 1 FROM chat_sessions WHERE id = ?", (session_id,)):
                 raise SessionNotFound(f"no session {session_id!r}")
             raise SessionClosed(f"session {session_id!r} is closed")
+        raw = claimed[0]
         session = _row_to_session(_Mapped(dict(zip(
             self.session_names, _bound(self.session_results, raw), strict=True))))
         first = session.last_seq - len(batch) + 1
@@ -849,26 +948,24 @@ class _SqliteAppender:
                     tenant["tenant_id_int"], billed.purpose, billed.model,
                     billed.usage.prompt_tokens, billed.usage.completion_tokens, now)))
         if calls:  # calls and answers first, as in the Core path
-            db.executemany(self.call_sql, calls)
+            db.many(self.call_sql, calls)
         for message in messages:
             if message.role is Role.TOOL:
                 self._answer(db, session_id, message.tool_call_id, message.seq)
-        if len(rows) == 1:
-            db.execute(self.message_sql, rows[0])
-        else:
-            db.executemany(self.message_sql, rows)
+        db.many(self.message_sql, rows)
         if usages:
-            db.executemany(self.usage_sql, usages)
+            db.many(self.usage_sql, usages)
         return messages, session
 
-    def _answer(self, db: sqlite3.Connection, session_id: str, call_id: str | None,
+    def _answer(self, db: _Pysqlite | _Aiosqlite, session_id: str, call_id: str | None,
                 seq: int) -> None:
         if not call_id:
             raise InvalidMessage("a tool message needs the tool_call_id it answers")
-        if db.execute(self.answer_sql, (seq, session_id, call_id, seq)).rowcount == 1:
+        if db.rows(self.answer_sql, (seq, session_id, call_id, seq)):
             return
-        row = db.execute("SELECT call_seq, result_seq FROM chat_tool_calls WHERE "
-                         "session_id = ? AND call_id = ?", (session_id, call_id)).fetchone()
+        found = db.rows("SELECT call_seq, result_seq FROM chat_tool_calls WHERE "
+                        "session_id = ? AND call_id = ?", (session_id, call_id))
+        row = found[0] if found else None
         if row is None or row[0] >= seq:
             raise InvalidMessage(
                 f"tool result for {call_id!r} has no matching earlier tool call in this session")
