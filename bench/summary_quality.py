@@ -67,7 +67,7 @@ import openai
 
 from chatkeep import Chatkeep, HistoryCompressor, Ref
 from chatkeep.config import ChatConfig
-from chatkeep.formats.base import SUMMARY_HEADER
+from chatkeep.formats.base import fence
 from chatkeep.history.summary import StructuredSummary
 from chatkeep.testing import FakeOpenAIServer, Reply
 from chatkeep.tokens import HeuristicCounter
@@ -180,7 +180,7 @@ class ChatkeepCompactor:
         assert budget_chars is not None
         if round_num == 1:
             budget = budget_chars // 4
-            fixed = COUNTER.count(SUMMARY_HEADER) + 4
+            fixed = COUNTER.count(fence("")) + 4
             summary = max(16, int(budget * COMPRESS_TARGET) - fixed - TAIL_TOKENS)
             self.compressor = HistoryCompressor(self.client, model="scripted", config=ChatConfig(
                 max_history_tokens=budget, summary_max_tokens=summary,

@@ -11,6 +11,7 @@ import openai
 import pytest
 
 from chatkeep import Chatkeep, HistoryCompressor, Ref, ToolCall
+from chatkeep.formats.base import unfence
 from chatkeep.history import SummaryResult
 from chatkeep.messages import Message, Usage
 from chatkeep.sessions import ChatSession
@@ -72,7 +73,7 @@ def test_over_budget_summarises_stores_watermark_and_reuses_it(
     folded_text = request["messages"][1]["content"]
     assert "U0 " in folded_text
     assert f"{'U' if watermark % 2 else 'A'}{(watermark - 1) // 2} " in folded_text
-    assert history[1]["content"].endswith("SUMMARY-ONE")
+    assert unfence(history[1]["content"]).endswith("SUMMARY-ONE")
     replayed = contents(history[2:])
     assert replayed[0].startswith("U" if watermark % 2 == 0 else "A")
     assert history.compressed and not history.over_budget and history.tokens <= 1000
@@ -80,7 +81,7 @@ def test_over_budget_summarises_stores_watermark_and_reuses_it(
     s.add_user("short follow-up")
     again = hc.build_history(s, SYSTEM)
     assert len(llm_server.requests) == 1
-    assert again[1]["content"].endswith("SUMMARY-ONE")
+    assert unfence(again[1]["content"]).endswith("SUMMARY-ONE")
     assert again[-1]["content"] == "short follow-up"
 
     # Later, only what came after the watermark is folded, with the previous summary.
@@ -190,7 +191,7 @@ def test_failing_summariser_keeps_previous_summary_and_replays(
     assert "summariser failed" in caplog.text
     assert s.refresh().summary == "GOOD SUMMARY"
     assert s.summary_watermark == old_watermark
-    assert history[1]["content"].endswith("GOOD SUMMARY")
+    assert unfence(history[1]["content"]).endswith("GOOD SUMMARY")
     expected = [m.content for m in s.messages_after(old_watermark) if m.replay_text]
     assert contents(history[2:]) == expected
     assert [m.seq for m in s.messages] == before
@@ -240,7 +241,7 @@ def test_concurrent_compression_agrees_on_one_summary(make_keep) -> None:
     assert ranges[-1][1] == s.summary_watermark
     assert s.row.summary_version == len(ranges)
     for history in results:  # each caller replays exactly what follows some stored watermark
-        assert history[1]["content"].endswith("]")
+        assert unfence(history[1]["content"]).endswith("]")
     # Both summariser calls were billed, the lost one included: the tokens were spent.
     assert keep.repository.usage_sum(s.id) == 15 * summarizer.calls == s.total_tokens
 

@@ -11,7 +11,7 @@ import pytest
 
 from chatkeep import Chatkeep, HistoryCompressor, Ref, ToolCall
 from chatkeep.config import ChatConfig, Config, ConfigError
-from chatkeep.formats.base import SUMMARY_HEADER
+from chatkeep.formats.base import fence
 from chatkeep.history import SummaryResult
 from chatkeep.history.clip import clip
 from chatkeep.history.plan import MESSAGE_OVERHEAD
@@ -195,7 +195,7 @@ def test_by_default_a_long_conversation_folds_as_rarely_as_the_budget_allows(
     sizes = run_conversation(keep, hc, texts)
     assert max(sizes) <= budget
     fixed = counter.count(SYSTEM) + MESSAGE_OVERHEAD
-    summary = counter.count(SUMMARY_HEADER + summarizer.summary) + MESSAGE_OVERHEAD
+    summary = counter.count(fence(summarizer.summary)) + MESSAGE_OVERHEAD
     floor = fewest_folds(texts, budget, fixed, summary, tail=4)
     assert floor >= 5  # the conversation is several budgets long
     assert len(summarizer.folds) == floor

@@ -13,6 +13,7 @@ import pytest
 from memory_helpers import ALICE, MATTER, ORG, Player, contents, talk
 
 from chatkeep import Chatkeep, DistillationError, ToolCall
+from chatkeep.formats.base import unfence
 from chatkeep.jobs import JobHandler, ThreadPoolDispatcher
 from chatkeep.memory.prompts import DECIDE_SYSTEM
 from chatkeep.sessions import ChatSession
@@ -98,7 +99,7 @@ def test_a_failing_distil_never_breaks_build_history(
     fill(s, 10)
     player.raw_extraction.append(Reply.ok("this is not JSON"))
     history = keep.compressor.build_history(s, "system")
-    assert history[1]["content"].endswith("SUMMARY")
+    assert unfence(history[1]["content"]).endswith("SUMMARY")
     assert s.refresh().row.distilled_through == 0
     assert "distillation failed" in caplog.text
     # The server failing outright is no different.

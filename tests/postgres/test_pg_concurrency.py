@@ -23,7 +23,7 @@ from pg_workers import (
 )
 
 from chatkeep import Chatkeep, Ref
-from chatkeep.formats.base import SUMMARY_HEADER
+from chatkeep.formats.base import unfence
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -106,7 +106,7 @@ def test_eight_processes_compressing_at_once_store_one_summary(
     assert 0 < watermark <= 16
     by_content = {m.content: m.seq for m in session.messages}
     for _, history in outcomes:  # every caller renders the stored summary, then seq w+1...
-        assert history[1]["content"].endswith(f"[1-{watermark}]")
+        assert unfence(history[1]["content"]).endswith(f"[1-{watermark}]")
         assert [by_content[m["content"]] for m in history[2:]] == list(
             range(watermark + 1, 21))
     # The seven losing summaries were billed too: those tokens were spent.
@@ -140,7 +140,7 @@ def test_eight_processes_chatting_on_one_session_fold_each_step_once(
                 check_summary_steps(history[1]["content"], watermark, len(ranges))
                 # ... and that summary is a prefix of the final one (never rewritten).
                 assert (session.summary or "").startswith(
-                    history[1]["content"].removeprefix(SUMMARY_HEADER))
+                    unfence(history[1]["content"]))
             replayed = [by_content[m["content"]] for m in history[1 + bool(ranges):]]
             assert replayed == list(range(watermark + 1, watermark + 1 + len(replayed)))
     calls = sum(calls for calls, _ in outcomes)

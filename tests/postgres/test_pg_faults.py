@@ -21,6 +21,7 @@ from pg_workers import SYSTEM, RangeSummarizer, compressor, parse_ranges, pg_dsn
 from sqlalchemy import Engine, event
 
 from chatkeep import Chatkeep, HistoryCompressor, Ref, StoreError, ToolCall
+from chatkeep.formats.base import unfence
 from chatkeep.messages import Usage
 from chatkeep.sessions import ChatSession
 from chatkeep.testing import FakeOpenAIServer, Reply
@@ -179,7 +180,7 @@ def test_backend_killed_during_summary_write_changes_no_summary(
     history = hc.build_history(session, SYSTEM)  # the next call compresses normally
     assert session.row.summary_version == 1
     assert parse_ranges(session.summary) == [(1, session.summary_watermark)]
-    assert history[1]["content"].endswith(f"[1-{session.summary_watermark}]")
+    assert unfence(history[1]["content"]).endswith(f"[1-{session.summary_watermark}]")
     assert session.total_tokens == keep.repository.usage_sum(session.id) == 30
     assert session.add_user("still writable").seq == 21
 
@@ -206,7 +207,7 @@ def test_summariser_timeout_leaves_the_session_usable(
         assert session.add_user("after the timeout").seq == 21
         server.script(Reply.ok("SUMMARY", prompt_tokens=40, completion_tokens=4))
         history = hc.build_history(session, SYSTEM)
-        assert history[1]["content"].endswith("SUMMARY")
+        assert unfence(history[1]["content"]).endswith("SUMMARY")
         assert history[-1]["content"] == "after the timeout"
         assert session.row.summary_version == 1 and session.summary_watermark > 0
         assert session.total_tokens == keep.repository.usage_sum(session.id) == 44

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from chatkeep.config import ChatConfig
-from chatkeep.formats.base import SUMMARY_HEADER, Outgoing
+from chatkeep.formats.base import Outgoing, fence
 from chatkeep.history.clip import clip
 from chatkeep.history.turns import open_turn, split_turns
 from chatkeep.messages import Message, ToolCall
@@ -87,8 +87,8 @@ def plan_history(*, system_text: str, pinned_before: Sequence[Message], summary:
     protect = min(len(replay), max(config.recent_messages_min, pending))
     foldable = len(replay) - protect
     # After a fold the summary may be as long as its limit: plan with that.
-    summary_after = _text_cost(SUMMARY_HEADER + "x" * 4 * config.summary_limit, counter)
-    fixed_after = fixed - (_text_cost(SUMMARY_HEADER + summary, counter) if summary else 0) \
+    summary_after = _text_cost(fence("x" * 4 * config.summary_limit), counter)
+    fixed_after = fixed - (_text_cost(fence(summary), counter) if summary else 0) \
         + summary_after
     floor = fixed_after + sum(costs[foldable:]) + open_cost
     if foldable == 0:
