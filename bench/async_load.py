@@ -1,7 +1,7 @@
 """Async turns on one event loop vs the sync API, and chatkeep's Agents SDK session vs
 the SDK's own ``SQLAlchemySession``, on PostgreSQL and SQLite, in one run.
 
-    python bench/async_load.py [--postgres URL] [--seconds 8] [--concurrency 16]
+    python bench/async_load.py [--postgres URL] [--seconds 4] [--rounds 3] [--concurrency 16]
                                [--no-postgres | --no-sqlite]
 
 Turns: the request an application serves (``add_user``, ``build_history``,
@@ -10,11 +10,12 @@ only) and, in a second table, by a model behind the OpenAI wire that answers in 
 (``FakeOpenAIServer``; ``openai.OpenAI`` for sync, ``openai.AsyncOpenAI`` for async).
 ``sync`` is one process and one thread looping over its sessions (what ``bench/load.py``
 calls N = 1); ``async`` is ``--concurrency`` coroutines on one event loop, one session
-each. Agents SDK: per turn ``add_items([user, assistant])`` then ``get_items()`` on a
-session already holding 100 or 10,000 items, chatkeep's ``ChatkeepSession`` (a budgeted
-history) beside ``SQLAlchemySession`` (every stored item), same database, same loop,
-taking turns alternately. Figures are ratios from one run on one machine; absolute
-numbers are for context.
+each; the two alternate, ``--rounds`` runs of each, added up. Agents SDK: per turn
+``add_items([user, assistant])`` then ``get_items()`` on a session already holding 100 or
+10,000 items, chatkeep's ``ChatkeepSession`` (a budgeted history) beside
+``SQLAlchemySession`` (every stored item), same database, same loop, taking turns
+alternately. Figures are ratios from one run on one machine; absolute numbers are for
+context.
 """
 
 from __future__ import annotations
@@ -173,17 +174,38 @@ async def sdk_sessions(url: str, async_url: str,
     return out
 
 
-def timed(run: Any) -> tuple[float, list[float], float]:
-    """``run()``'s turns/s and latencies, and this process's CPU seconds per turn."""
-    cpu = time.process_time()
-    rate, latencies = run()
-    return rate, latencies, (time.process_time() - cpu) / max(1, len(latencies))
+class Tally:
+    """Turns, seconds, latencies and this process's CPU seconds, over several runs."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.cpu = 0.0
+        self.latencies: list[float] = []
+
+    def run(self, work: Any) -> None:
+        """Run ``work()`` (returning turns/s and latencies) and add it up."""
+        started = time.process_time()
+        rate, samples = work()
+        self.cpu += time.process_time() - started
+        self.seconds += len(samples) / rate
+        self.latencies.extend(samples)
+
+    def figures(self) -> tuple[float, list[float], float]:
+        """Turns/s over every run, the latencies, CPU seconds per turn."""
+        turns = max(1, len(self.latencies))
+        return len(self.latencies) / self.seconds, self.latencies, self.cpu / turns
 
 
 def turns_table(url: str, args: argparse.Namespace, base_url: str | None) -> None:
-    rate, lat, cpu = timed(lambda: sync_turns(url, args.seconds, args.concurrency, base_url))
-    arate, alat, acpu = timed(lambda: asyncio.run(
-        async_turns(url, args.seconds, args.concurrency, base_url)))
+    # Sync and async take turns, ``--rounds`` runs of ``--seconds`` each, so that a slow
+    # stretch of the machine falls on both alike rather than on whichever ran then.
+    sync, concurrent = Tally(), Tally()
+    for _ in range(args.rounds):
+        sync.run(lambda: sync_turns(url, args.seconds, args.concurrency, base_url))
+        concurrent.run(lambda: asyncio.run(
+            async_turns(url, args.seconds, args.concurrency, base_url)))
+    rate, lat, cpu = sync.figures()
+    arate, alat, acpu = concurrent.figures()
     print("| API | turns/s | p50 | p99 | CPU per turn | CPU busy |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, r, samples, c in (("sync, 1 thread", rate, lat, cpu),
@@ -223,7 +245,8 @@ def report(label: str, url: str, async_url: str, args: argparse.Namespace) -> No
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--postgres", default=DEFAULT_PG)
-    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--sdk-turns", type=int, default=100)
     parser.add_argument("--no-sqlite", action="store_true")
