@@ -265,6 +265,12 @@ def weight(text: str) -> int:
     return salience(text) + _bonus(text)
 
 
+def weighs_at_least(text: str, wanted: int) -> bool:
+    """``weight(text) >= wanted``, looking for the bonus only when salience falls short."""
+    base = salience(text)
+    return base >= wanted or base + _bonus(text) >= wanted
+
+
 def most_telling(sentences: Sequence[str]) -> str:
     """``max(sentences, key=weight)`` (the first of the heaviest), looking for the bonus
     (the costly part) only in sentences whose salience still lets them win."""
@@ -338,15 +344,14 @@ class ExtractiveSummarizer:
     def _user_turn(self, sentences: list[str], adds: list[NewItem], lines: list[str]) -> None:
         whole = " ".join(sentences)
         if len(whole) <= self.MAX_TURN_CHARS:
-            if any(salience(s) >= self.ITEM_WEIGHT or weight(s) >= self.ITEM_WEIGHT
-                   for s in sentences):
+            if any(weighs_at_least(s, self.ITEM_WEIGHT) for s in sentences):
                 adds.append(NewItem(classify(whole), whole))
                 return
             lines.append(f"- {SPEAKER['user']}: {self._line(sentences[0])}")
             return
         rest = []
         for sentence in sentences:
-            if weight(sentence) >= self.ITEM_WEIGHT:
+            if weighs_at_least(sentence, self.ITEM_WEIGHT):
                 adds.append(NewItem(classify(sentence), self._line(sentence, 2)))
             else:
                 rest.append(sentence)

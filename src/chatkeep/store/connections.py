@@ -36,14 +36,19 @@ def autocommits(engine: Engine) -> bool:
     return getattr(engine.dialect, "_on_connect_isolation_level", None) == "AUTOCOMMIT"
 
 
+def _transaction_level(engine: Engine) -> str:
+    """The level an autocommit engine's connection switches to for a transaction: the
+    server's default."""
+    return engine.dialect.default_isolation_level or "READ COMMITTED"
+
+
 @contextmanager
 def begin(engine: Engine) -> Iterator[Connection]:
     """``engine.begin()``, but a real transaction on an autocommit engine too (there it
     switches the connection to the server's default level for the block)."""
     with engine.connect() as conn:
         if autocommits(engine):
-            conn.execution_options(
-                isolation_level=engine.dialect.default_isolation_level or "READ COMMITTED")
+            conn.execution_options(isolation_level=_transaction_level(engine))
         with conn.begin():
             yield conn
 
@@ -88,8 +93,7 @@ def reading(engine: Engine, *, block: bool = False) -> Iterator[Connection]:
     options: dict[str, Any] = {READ_ONLY: True}
     if autocommits(engine):
         if block:
-            options["isolation_level"] = engine.dialect.default_isolation_level \
-                or "READ COMMITTED"
+            options["isolation_level"] = _transaction_level(engine)
     elif not block and engine.dialect.name == "postgresql":
         options["isolation_level"] = "AUTOCOMMIT"
     try:

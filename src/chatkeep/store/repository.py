@@ -287,9 +287,13 @@ _PG_APPEND = {False: _pg_append(False), True: _pg_append(True)}
 
 def _refuse_append(conn: Connection, session_id: str) -> NoReturn:
     """Why no seq could be claimed: the session is missing or closed."""
-    exists = conn.execute(
-        select(chat_sessions.c.id).where(chat_sessions.c.id == session_id)).first()
-    if exists is None:
+    _refuse(session_id, exists=conn.execute(
+        select(chat_sessions.c.id).where(chat_sessions.c.id == session_id)).first() is not None)
+
+
+def _refuse(session_id: str, *, exists: bool) -> NoReturn:
+    """An append refused: the session is missing, or (it exists) closed."""
+    if not exists:
         raise SessionNotFound(f"no session {session_id!r}")
     raise SessionClosed(f"session {session_id!r} is closed")
 
@@ -822,14 +826,11 @@ class _SqliteDirect:
         self.session_results = _processors([
             c.type.dialect_impl(dialect).result_processor(dialect, None)
             for c in chat_sessions.columns])
-        self.claim_sql = (
-            f"UPDATE chat_sessions SET last_seq = last_seq + ?, last_message_at = ?, "
-            f"total_tokens = total_tokens + ? WHERE id = ? AND closed_at IS NULL RETURNING "
-            f"{', '.join(quote(n) for n in self.session_names)}")
         self.timestamp = bind(chat_sessions.c.last_message_at) or _same
         self.message_sql, self.message_binds = insert_sql(chat_messages, _MESSAGE_FIELDS)
         self.call_sql, self.call_binds = insert_sql(chat_tool_calls, _CALL_FIELDS)
         self.usage_sql, self.usage_binds = insert_sql(chat_usage, _USAGE_FIELDS)
+
         def positional(statement: Any) -> tuple[str, Callable[[dict[str, Any]], list[Any]]]:
             """The SQL, and what turns named values into its positional parameters (the
             statement's own literals, such as ``role = 'system'``, filled in)."""
@@ -837,6 +838,9 @@ class _SqliteDirect:
             names, fixed = tuple(compiled.positiontup or ()), compiled.params
             return str(compiled), lambda given: [given.get(n, fixed[n]) for n in names]
 
+        # The Core path's own statements, compiled once for the driver.
+        self.claim_sql = positional(_CLAIM_SEQ)
+        self.answer_sql = positional(_ANSWER_CALL)
         self.session_sql = positional(_SESSION_BY_ID)
         self.all_live_sql = positional(_ALL_LIVE)
         self.unsummarised_sql = positional(_UNSUMMARISED)
@@ -844,9 +848,6 @@ class _SqliteDirect:
         self.message_results = _processors([
             c.type.dialect_impl(dialect).result_processor(dialect, None)
             for c in _MESSAGE_COLUMNS])
-        self.answer_sql = ("UPDATE chat_tool_calls SET result_seq = ? WHERE session_id = ? "
-                           "AND call_id = ? AND call_seq < ? AND result_seq IS NULL "
-                           "RETURNING call_id")
 
     @staticmethod
     def serves(engine: Engine) -> bool:
@@ -920,11 +921,12 @@ class _SqliteDirect:
                now: datetime) -> tuple[list[Message], SessionRow]:
         billed_tokens = sum(b.usage.total_tokens for _, _, b in batch if b is not None)
         stamp = self.timestamp(now)
-        claimed = db.rows(self.claim_sql, (len(batch), stamp, billed_tokens, session_id))
+        sql, params = self.claim_sql
+        claimed = db.rows(sql, params({"b_count": len(batch), "b_now": stamp,
+                                       "b_billed": billed_tokens, "b_session_id": session_id}))
         if not claimed:
-            if not db.rows("SELECT 1 FROM chat_sessions WHERE id = ?", (session_id,)):
-                raise SessionNotFound(f"no session {session_id!r}")
-            raise SessionClosed(f"session {session_id!r} is closed")
+            _refuse(session_id, exists=bool(
+                db.rows("SELECT 1 FROM chat_sessions WHERE id = ?", (session_id,))))
         raw = claimed[0]
         session = _row_to_session(_Mapped(dict(zip(
             self.session_names, _bound(self.session_results, raw), strict=True))))
@@ -961,7 +963,8 @@ class _SqliteDirect:
                 seq: int) -> None:
         if not call_id:
             raise InvalidMessage("a tool message needs the tool_call_id it answers")
-        if db.rows(self.answer_sql, (seq, session_id, call_id, seq)):
+        sql, params = self.answer_sql
+        if db.rows(sql, params({"b_seq": seq, "b_session_id": session_id, "b_call_id": call_id})):
             return
         found = db.rows("SELECT call_seq, result_seq FROM chat_tool_calls WHERE "
                         "session_id = ? AND call_id = ?", (session_id, call_id))
