@@ -103,3 +103,24 @@ def test_missing_driver_error_names_the_extra(monkeypatch) -> None:
     result = runner.invoke(app, ["usage", "--db", "postgresql://app@127.0.0.1/chat"])
     assert result.exit_code == 1
     assert '"chatkeep[postgres]"' in result.output  # the extra survives rich's markup
+
+
+def test_sessions_show_marks_retracted_messages(tmp_path: Path) -> None:
+    # What pop_item and clear_session retract stays in the record, marked as such.
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    with Chatkeep(url) as keep:
+        session = keep.sessions.create(Ref("organization", 7))
+        session.add_user("kept question")
+        session.add_assistant("popped answer")
+        session.retract_last()
+        session_id = session.id
+    shown = runner.invoke(app, ["sessions", "show", session_id, "--db", url])
+    assert shown.exit_code == 0, shown.output
+    lines = [ln for ln in shown.output.splitlines() if "answer" in ln or "question" in ln]
+    assert any("popped answer" in ln and "(retracted)" in ln for ln in lines)
+    assert not any("kept question" in ln and "(retracted)" in ln for ln in lines)
+    as_json = runner.invoke(app, ["sessions", "show", session_id, "--json", "--db", url])
+    assert as_json.exit_code == 0, as_json.output
+    messages = json.loads(as_json.output)["messages"]
+    assert [(m["seq"], m["retracted_at"] is not None) for m in messages] == [(1, False),
+                                                                               (2, True)]

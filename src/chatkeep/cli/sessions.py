@@ -94,6 +94,7 @@ def _describe(message: Message) -> str:
 def _message_json(message: Message) -> dict[str, Any]:
     return {"seq": message.seq, **message.to_openai(), "tokens": message.tokens,
             "created_at": message.created_at.isoformat() if message.created_at else None,
+            "retracted_at": message.retracted_at.isoformat() if message.retracted_at else None,
             "metadata": dict(message.metadata)}
 
 
