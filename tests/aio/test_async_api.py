@@ -4,12 +4,13 @@ as tasks on the loop drained by close(), a closed keep, true concurrency on one 
 from __future__ import annotations
 
 import asyncio
+import warnings
 from typing import Any
 
 import openai
 import pytest
 
-from chatkeep import ConfigError, Ref, StoreError
+from chatkeep import Chatkeep, ConfigError, HistoryCompressor, Ref, StoreError
 from chatkeep.aio import AsyncChatkeep, KeepClosed, TaskDispatcher
 from chatkeep.jobs import ThreadPoolDispatcher
 from chatkeep.testing import FakeOpenAIServer, Reply
@@ -29,6 +30,18 @@ def test_sync_clients_and_thread_pools_are_refused_at_construction(db_url: str) 
     with pytest.raises(StoreError):
         AsyncChatkeep("mysql://nobody@127.0.0.1/x")
     assert isinstance(AsyncChatkeep(db_url).dispatcher, TaskDispatcher)
+
+
+def test_an_async_client_is_refused_by_the_sync_api_at_construction(db_url: str) -> None:
+    # Its calls would return coroutines the sync API cannot await: refused up front, with
+    # no stray "coroutine was never awaited" warning later.
+    client = openai.AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ConfigError, match="async client"):
+            Chatkeep(db_url, model=client)
+        with pytest.raises(ConfigError, match="async client"):
+            HistoryCompressor(client, model="cheap")
 
 
 def test_a_closed_keep_raises_a_typed_error(db_url: str) -> None:
