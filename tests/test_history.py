@@ -286,3 +286,21 @@ def test_memories_go_into_the_system_message(keep: Chatkeep) -> None:
     history = compressor(None).build_history(s, SYSTEM, memories=["Prefers Spanish"])
     assert history[0]["content"].startswith(SYSTEM)
     assert "- Prefers Spanish" in history[0]["content"]
+
+
+def test_a_message_carrying_other_text_is_replace_with_those_fields() -> None:
+    # ``carrying`` builds the outgoing copy directly; every other field must come along,
+    # including any field added to Message later.
+    import dataclasses
+    from datetime import UTC, datetime
+
+    from chatkeep.messages import Role
+
+    stamp = datetime(2026, 12, 3, tzinfo=UTC)
+    values = {f.name: f"<{f.name}>" for f in dataclasses.fields(Message)}
+    values.update(seq=4, role=Role.ASSISTANT, tool_calls=(ToolCall("c1", "f"),), tokens=9,
+                  created_at=stamp, metadata={"k": 1}, native={"x": {"item": 1}},
+                  retracted_at=stamp)
+    message = Message(**values)
+    assert message.carrying("new", (), {"y": 2}) == dataclasses.replace(
+        message, content="new", tool_calls=(), native={"y": 2})

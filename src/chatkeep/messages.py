@@ -132,6 +132,15 @@ class Message:
             return None
         return self.content
 
+    def carrying(self, content: str | None, tool_calls: tuple[ToolCall, ...],
+                 native: Mapping[str, Any]) -> Message:
+        """This message with other text, calls and native payloads (its outgoing form):
+        ``dataclasses.replace`` with these three, built directly (``replace`` costs more
+        than the rest of planning a replayed message, and runs for each one every turn)."""
+        return Message(self.session_id, self.seq, self.role, content, tool_calls,
+                       self.tool_call_id, self.name, self.tokens, self.created_at,
+                       self.metadata, native, self.retracted_at)
+
     def to_openai(self) -> dict[str, Any]:
         """The message in full OpenAI Chat Completions form, tool plumbing included (export)."""
         out: dict[str, Any] = {"role": self.role.value, "content": self.content}

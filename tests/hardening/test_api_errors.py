@@ -297,9 +297,9 @@ def test_sqlite_fast_path_writes_what_the_core_path_writes(tmp_path: Path) -> No
             repo = keep.repository
             repo.clock = lambda: clock
             if not fast:
-                repo._sqlite = None  # the Core path, as PostgreSQL takes it
+                repo._direct = None  # the Core path, as PostgreSQL takes it
             else:
-                assert repo._sqlite is not None
+                assert repo._direct is not None
             row = repo.create_session(ORG, ALICE, None, metadata={"a": 1})
             session = ChatSession(repo, row)
             session.add_user("hi é \u2028", name="alice", metadata={"k": [1, None]})
@@ -323,7 +323,7 @@ def test_sqlite_fast_path_reads_what_the_core_path_reads(tmp_path: Path) -> None
     before and after a summary watermark (pinned system messages below it included)."""
     with Chatkeep(f"sqlite:///{tmp_path / 'read.db'}", dispatcher="inline") as keep:
         repo = keep.repository
-        fast = repo._sqlite
+        fast = repo._direct
         assert fast is not None
         session = keep.sessions.create(ORG, actor=ALICE, metadata={"a": [1, None]})
         session.add_system("Pinned.")
@@ -336,11 +336,11 @@ def test_sqlite_fast_path_reads_what_the_core_path_reads(tmp_path: Path) -> None
         session.retract_last()
 
         def both() -> tuple[Any, Any]:
-            repo._sqlite = fast
+            repo._direct = fast
             direct = repo.read_history(session.id)
-            repo._sqlite = None  # the Core path, as PostgreSQL takes it
+            repo._direct = None  # the Core path, as PostgreSQL takes it
             core = repo.read_history(session.id)
-            repo._sqlite = fast
+            repo._direct = fast
             return direct, core
 
         direct, core = both()

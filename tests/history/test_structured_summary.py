@@ -515,6 +515,33 @@ def test_the_most_telling_sentence_is_the_first_of_the_heaviest(sentences: list[
     assert most_telling(sentences) == max(sentences, key=weight)
 
 
+_FOLDED = ("K", "\u212a", "\u017f", "ſtyle", "İ", "DEADLINE", "Don't", "NOT", "Monday",
+           "TOMORROW", "JAN 5", "$4", "5 GB", "If", "STOP", "I LIKE", "To Do", "é", " ", ",")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_WORDS + _FOLDED), min_size=1, max_size=9).map(" ".join))
+def test_word_searches_answer_as_their_case_insensitive_patterns(text: str) -> None:
+    # WordSearch lowercases ASCII text for a case-sensitive twin; it must agree with the
+    # IGNORECASE pattern everywhere, Unicode case folds (Kelvin sign, long s) included.
+    from chatkeep.history.summarizer import _NOT_FACT
+    from chatkeep.history.summary import _HAS_DATE, _HAS_NEGATION
+
+    for search in (_NOT_FACT, _HAS_DATE, _HAS_NEGATION):
+        assert search(text) == (search.pattern.search(text) is not None)
+        assert search(text, text.lower()) == search(text)
+
+
+def test_a_word_search_refuses_a_pattern_with_uppercase_letters() -> None:
+    import re
+
+    from chatkeep.history.summary import WordSearch
+
+    with pytest.raises(ValueError, match="uppercase"):
+        WordSearch(re.compile(r"\bNever\b", re.IGNORECASE))
+    assert WordSearch(re.compile(r"\bnever\b\S", re.IGNORECASE))("NEVER!")
+
+
 @pytest.mark.parametrize(("sentence", "names"), [
     ("the key is in api_key now", 1), ("mail ops@acme later", 1),
     ("the host is web.example now", 1), ("we met Émile and Maria and Ann and Bo", 3),

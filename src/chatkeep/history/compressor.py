@@ -272,8 +272,7 @@ class HistoryCompressor:
             if chunks[-1] and used + cost > room:
                 chunks.append([])
                 used = 0
-            chunks[-1].append(dataclasses.replace(message, content=text, tool_calls=(),
-                                                  native={}))
+            chunks[-1].append(message.carrying(text, (), {}))
             used += cost
         return chunks
 

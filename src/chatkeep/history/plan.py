@@ -184,7 +184,7 @@ class _Outbound:
         text = self.text(message.replay_text or "", self.previous.get(message.seq))
         items = {fmt: {"item": payload["item"]} for fmt, payload in message.native.items()
                  if isinstance(payload, dict) and "item" in payload}
-        return dataclasses.replace(message, content=text, tool_calls=(), native=items)
+        return message.carrying(text, (), items)
 
     def verbatim(self, message: Message) -> Message:
         """An open-turn message: everything, text clipped and redacted, arguments redacted
@@ -193,7 +193,7 @@ class _Outbound:
                    else self.text(message.content, self.previous.get(message.seq)))
         calls = tuple(ToolCall(c.id, c.name, self.arguments(c.arguments))
                       for c in message.tool_calls)
-        return dataclasses.replace(message, content=content, tool_calls=calls)
+        return message.carrying(content, calls, message.native)
 
     def arguments(self, arguments: str) -> str:
         try:

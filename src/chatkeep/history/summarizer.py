@@ -23,6 +23,7 @@ from chatkeep.history.summary import (
     NewItem,
     StructuredSummary,
     SummaryEdit,
+    WordSearch,
     merge,
     read_reply,
     salience,
@@ -219,8 +220,8 @@ _LABELS = {"rule": ItemType.RULE, "instruction": ItemType.RULE,
 
 
 #: Any of the four word lists at once: whether a sentence reads as more than a fact.
-_NOT_FACT = re.compile("|".join(f"(?:{p.pattern})" for p in (_PREFERENCE, _CONSTRAINT,
-                                                              _RULE, _TASK)), re.IGNORECASE)
+_NOT_FACT = WordSearch(re.compile("|".join(f"(?:{p.pattern})" for p in (
+    _PREFERENCE, _CONSTRAINT, _RULE, _TASK)), re.IGNORECASE))
 
 
 def _labelled(text: str) -> ItemType | None:
@@ -255,7 +256,7 @@ BONUS = 2
 def _bonus(text: str) -> int:
     labelled = _labelled(text)
     if labelled is None:  # one search instead of classify's four
-        return BONUS if _NOT_FACT.search(text) else 0
+        return BONUS if _NOT_FACT(text) else 0
     return 0 if labelled is ItemType.FACT else BONUS
 
 

@@ -23,10 +23,15 @@ def store_error(exc: SQLAlchemyError) -> StoreError:
     """One line saying what the database refused (the driver's message, not SQLAlchemy's
     wrapper with the statement and a link)."""
     if isinstance(exc, DBAPIError) and exc.orig is not None:
-        detail = str(exc.orig).strip().splitlines()
-        return StoreError(f"database error: {type(exc.orig).__name__}: "
-                          f"{detail[0] if detail else ''}".rstrip(": "))
+        return driver_error(exc.orig)
     return StoreError(f"database error: {type(exc).__name__}: {exc}")
+
+
+def driver_error(exc: BaseException) -> StoreError:
+    """A driver's own error as one line (also what the direct driver paths raise)."""
+    detail = str(exc).strip().splitlines()
+    return StoreError(f"database error: {type(exc).__name__}: "
+                      f"{detail[0] if detail else ''}".rstrip(": "))
 
 
 def autocommits(engine: Engine) -> bool:

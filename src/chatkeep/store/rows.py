@@ -1,0 +1,147 @@
+"""What the store hands out: plain snapshots of rows, and the conversions from result rows.
+
+Shared by the repository's SQLAlchemy path and the direct driver paths
+(:mod:`chatkeep.store.direct`), so both give the same values.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from chatkeep.messages import Message, MessageDraft, Role, ToolCall, Usage
+from chatkeep.refs import Ref
+
+
+def utcnow() -> datetime:
+    """Aware UTC now (the one clock the store uses, replaceable in tests)."""
+    return datetime.now(UTC)
+
+
+def as_utc(value: datetime | None) -> datetime | None:
+    """SQLite hands back naive datetimes; everything we store is UTC."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
+def new_session_id() -> str:
+    """A time-ordered UUID (version 7 layout): ids sort by creation and index well."""
+    ms = int(datetime.now(UTC).timestamp() * 1000)
+    rand = uuid.uuid4().int & ((1 << 74) - 1)
+    high = (ms << 80) | (0x7 << 76) | ((rand >> 62) << 64)
+    value = high | (0b10 << 62) | (rand & ((1 << 62) - 1))
+    return str(uuid.UUID(int=value))
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    """A snapshot of one ``chat_sessions`` row."""
+
+    id: str
+    tenant: Ref
+    actor: Ref | None
+    subject: Ref | None
+    title: str | None
+    anonymize_pii: bool
+    total_tokens: int
+    last_seq: int
+    summary: str | None
+    summary_watermark: int
+    summary_version: int
+    distilled_through: int
+    distil_version: int
+    pii_vault: str | None
+    pii_vault_version: int
+    closed_at: datetime | None
+    last_message_at: datetime
+    created_at: datetime
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageLine:
+    """One group of the usage report."""
+
+    tenant: Ref
+    purpose: str
+    model: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    calls: int
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens of the group."""
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class BilledUsage:
+    """Usage to record with a write: ``purpose`` is chat, summary, distil or manual."""
+
+    purpose: str
+    usage: Usage
+    model: str | None = None
+
+
+def session_from_row(row: Any) -> SessionRow:
+    """A ``chat_sessions`` result row (or a :class:`Mapped` dict) as a ``SessionRow``."""
+    m = row._mapping
+    tenant = Ref.from_columns(m["tenant_type"], m["tenant_id"], m["tenant_id_int"])
+    assert tenant is not None
+    return SessionRow(
+        id=m["id"], tenant=tenant,
+        actor=Ref.from_columns(m["actor_type"], m["actor_id"], m["actor_id_int"]),
+        subject=Ref.from_columns(m["subject_type"], m["subject_id"], m["subject_id_int"]),
+        title=m["title"], anonymize_pii=bool(m["anonymize_pii"]),
+        total_tokens=int(m["total_tokens"]), last_seq=int(m["last_seq"]),
+        summary=m["summary"], summary_watermark=int(m["summary_watermark"]),
+        summary_version=int(m["summary_version"]),
+        distilled_through=int(m["distilled_through"]), distil_version=int(m["distil_version"]),
+        pii_vault=m["pii_vault"], pii_vault_version=int(m["pii_vault_version"]),
+        closed_at=as_utc(m["closed_at"]),
+        last_message_at=as_utc(m["last_message_at"]) or utcnow(),
+        created_at=as_utc(m["created_at"]) or utcnow(), metadata=dict(m["metadata"] or {}),
+    )
+
+
+def new_messages(session_id: str, first: int, now: datetime,
+                 batch: Sequence[tuple[MessageDraft, int | None, Any]]) -> list[Message]:
+    """The messages a batch append writes: consecutive ``seq`` from ``first``, one clock
+    (shared by the SQLAlchemy path and the direct driver paths)."""
+    return [Message(session_id, first + offset, draft.role, draft.content, draft.tool_calls,
+                    draft.tool_call_id, draft.name, tokens, now, dict(draft.metadata),
+                    dict(draft.native))
+            for offset, (draft, tokens, _) in enumerate(batch)]
+
+
+def message_from_row(row: Any) -> Message:
+    """A ``chat_messages`` result row (or a :class:`Mapped` dict) as a ``Message``."""
+    m = row._mapping
+    calls = tuple(ToolCall.from_openai(c) for c in (m["tool_calls"] or []))
+    return Message(
+        session_id=m["session_id"], seq=int(m["seq"]), role=Role(m["role"]),
+        content=m["content"], tool_calls=calls, tool_call_id=m["tool_call_id"],
+        name=m["name"], tokens=m["tokens"], created_at=as_utc(m["created_at"]),
+        metadata=dict(m["metadata"] or {}), native=dict(m["native"] or {}),
+        retracted_at=as_utc(m["retracted_at"]),
+    )
+
+
+def split_at(messages: list[Message], watermark: int) -> tuple[list[Message], list[Message]]:
+    """Messages in seq order -> (those at or below ``watermark``, those after it)."""
+    split = next((i for i, m in enumerate(messages) if m.seq > watermark), len(messages))
+    return messages[:split], messages[split:]
+
+
+class Mapped:
+    """A plain dict dressed as a result row (the conversions read ``row._mapping``)."""
+
+    __slots__ = ("_mapping",)
+
+    def __init__(self, mapping: dict[str, Any]) -> None:
+        self._mapping = mapping
