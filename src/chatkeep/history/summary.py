@@ -219,6 +219,8 @@ class StructuredSummary:
         changed = change(texts)
         if len(changed) != len(texts):
             raise ValueError("a text filter must return one text per text")
+        if changed == texts:  # nothing to restore or redact: the usual case, every turn
+            return self
         items = tuple(replace(i, text=t) for i, t in zip(self.items, changed[1:], strict=True))
         return replace(self, items=items, narrative=changed[0])
 

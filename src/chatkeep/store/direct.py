@@ -217,7 +217,6 @@ class DirectPath:
         self.session_results = _processors([
             c.type.dialect_impl(dialect).result_processor(dialect, None)
             for c in chat_sessions.columns])
-        self.message_names = [c.name for c in MESSAGE_COLUMNS]
         self.message_results = _processors([
             c.type.dialect_impl(dialect).result_processor(dialect, None)
             for c in MESSAGE_COLUMNS])
@@ -292,9 +291,9 @@ class DirectPath:
         watermark = row.summary_watermark
         statement = self.unsummarised_sql if watermark > 0 else self.all_live_sql
         params["b_watermark"] = watermark
-        names, results = self.message_names, self.message_results
-        messages = [message_from_row(Mapped(dict(zip(names, _bound(results, raw), strict=True))))
-                    for raw in db.rows(statement.sql, statement.params(params))]
+        results = self.message_results
+        raws = db.rows(statement.sql, statement.params(params))
+        messages = [message_from_row(_bound(results, raw) if results else raw) for raw in raws]
         return (row, *split_at(messages, watermark))
 
     def _refuse(self, db: Any, session_id: str) -> NoReturn:

@@ -38,7 +38,7 @@ from chatkeep.errors import (
     StoreError,
 )
 from chatkeep.messages import MessageDraft, Role
-from chatkeep.store.rows import BilledUsage
+from chatkeep.store.rows import MESSAGE_FIELDS, BilledUsage
 from chatkeep.store.schema import TS, chat_messages, chat_sessions, chat_tool_calls, chat_usage
 
 Batch = Sequence[tuple[MessageDraft, int | None, BilledUsage | None]]
@@ -47,10 +47,7 @@ Batch = Sequence[tuple[MessageDraft, int | None, BilledUsage | None]]
 _M = chat_messages.c
 _S = chat_sessions.c
 
-MESSAGE_COLUMNS = [
-    _M.session_id, _M.seq, _M.role, _M.content, _M.tool_calls, _M.tool_call_id, _M.name,
-    _M.tokens, _M.created_at, _M.metadata, _M.native, _M.retracted_at,
-]
+MESSAGE_COLUMNS = [chat_messages.c[name] for name in MESSAGE_FIELDS]
 LIVE = _M.retracted_at.is_(None)
 
 # -- the reads every turn makes ----------------------------------------------------------
