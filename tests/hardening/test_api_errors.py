@@ -283,6 +283,19 @@ def test_reads_do_not_wait_for_a_writer(tmp_path: Path) -> None:
         assert done and done[0] < 5
 
 
+def test_row_conversions_read_the_columns_every_read_selects() -> None:
+    """Rows are converted by position: the field lists must be the columns the statements
+    select, in order (a column added to the table without them fails here, not in use)."""
+    from chatkeep.store.rows import MESSAGE_FIELDS, SESSION_FIELDS
+    from chatkeep.store.statements import MESSAGE_COLUMNS, PG_APPEND, SESSION_BY_ID
+
+    assert tuple(c.name for c in chat_sessions.columns) == SESSION_FIELDS
+    assert tuple(c.name for c in SESSION_BY_ID.selected_columns) == SESSION_FIELDS
+    for statement in PG_APPEND.values():
+        assert tuple(c.name for c in statement.selected_columns) == SESSION_FIELDS
+    assert tuple(c.name for c in MESSAGE_COLUMNS) == MESSAGE_FIELDS
+
+
 def test_sqlite_fast_path_writes_what_the_core_path_writes(tmp_path: Path) -> None:
     """The append on the driver and the Core append store the same bytes."""
     from datetime import UTC, datetime

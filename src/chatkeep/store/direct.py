@@ -41,7 +41,6 @@ from chatkeep.errors import InvalidMessage, SessionNotFound
 from chatkeep.messages import Message, Role
 from chatkeep.store.connections import autocommits, driver_error, store_error
 from chatkeep.store.rows import (
-    Mapped,
     SessionRow,
     message_from_row,
     new_messages,
@@ -213,7 +212,6 @@ class DirectPath:
         self.all_live_sql = compile_for_driver(ALL_LIVE, dialect)
         self.unsummarised_sql = compile_for_driver(UNSUMMARISED, dialect)
         self.exists_sql = compile_for_driver(SESSION_EXISTS, dialect)
-        self.session_names = [c.name for c in chat_sessions.columns]
         self.session_results = _processors([
             c.type.dialect_impl(dialect).result_processor(dialect, None)
             for c in chat_sessions.columns])
@@ -278,8 +276,8 @@ class DirectPath:
 
     def session(self, raw: Sequence[Any]) -> SessionRow:
         """A ``chat_sessions`` row as the driver returned it."""
-        return session_from_row(Mapped(dict(zip(
-            self.session_names, _bound(self.session_results, raw), strict=True))))
+        results = self.session_results
+        return session_from_row(_bound(results, raw) if results else raw)
 
     def _read(self, db: Any, session_id: str) -> tuple[SessionRow, list[Message],
                                                        list[Message]]:

@@ -88,25 +88,31 @@ class BilledUsage:
     model: str | None = None
 
 
-def session_from_row(row: Any) -> SessionRow:
-    """A ``chat_sessions`` result row (or a :class:`Mapped` dict) as a ``SessionRow``."""
-    m = row._mapping
-    tenant = Ref.from_columns(m["tenant_type"], m["tenant_id"], m["tenant_id_int"])
+SESSION_FIELDS = (
+    "id", "tenant_type", "tenant_id", "tenant_id_int", "actor_type", "actor_id", "actor_id_int",
+    "subject_type", "subject_id", "subject_id_int", "title", "anonymize_pii", "total_tokens",
+    "last_seq", "summary", "summary_watermark", "summary_version", "distilled_through",
+    "distil_version", "distil_lease_until", "pii_vault", "pii_vault_version", "closed_at",
+    "last_message_at", "created_at", "metadata")
+"""The ``chat_sessions`` columns in table order: what every session read selects."""
+
+
+def session_from_row(row: Sequence[Any]) -> SessionRow:
+    """A row of :data:`SESSION_FIELDS` (a result row, or the driver's tuple) as a
+    ``SessionRow``, read by position (two or three of these every turn)."""
+    (id_, tenant_type, tenant_id, tenant_int, actor_type, actor_id, actor_int, subject_type,
+     subject_id, subject_int, title, anonymize_pii, total_tokens, last_seq, summary,
+     summary_watermark, summary_version, distilled_through, distil_version, _lease,
+     pii_vault, pii_vault_version, closed_at, last_message_at, created_at, metadata) = row
+    tenant = Ref.from_columns(tenant_type, tenant_id, tenant_int)
     assert tenant is not None
     return SessionRow(
-        id=m["id"], tenant=tenant,
-        actor=Ref.from_columns(m["actor_type"], m["actor_id"], m["actor_id_int"]),
-        subject=Ref.from_columns(m["subject_type"], m["subject_id"], m["subject_id_int"]),
-        title=m["title"], anonymize_pii=bool(m["anonymize_pii"]),
-        total_tokens=int(m["total_tokens"]), last_seq=int(m["last_seq"]),
-        summary=m["summary"], summary_watermark=int(m["summary_watermark"]),
-        summary_version=int(m["summary_version"]),
-        distilled_through=int(m["distilled_through"]), distil_version=int(m["distil_version"]),
-        pii_vault=m["pii_vault"], pii_vault_version=int(m["pii_vault_version"]),
-        closed_at=as_utc(m["closed_at"]),
-        last_message_at=as_utc(m["last_message_at"]) or utcnow(),
-        created_at=as_utc(m["created_at"]) or utcnow(), metadata=dict(m["metadata"] or {}),
-    )
+        id_, tenant, Ref.from_columns(actor_type, actor_id, actor_int),
+        Ref.from_columns(subject_type, subject_id, subject_int), title, bool(anonymize_pii),
+        int(total_tokens), int(last_seq), summary, int(summary_watermark),
+        int(summary_version), int(distilled_through), int(distil_version), pii_vault,
+        int(pii_vault_version), as_utc(closed_at), as_utc(last_message_at) or utcnow(),
+        as_utc(created_at) or utcnow(), dict(metadata or {}))
 
 
 def new_messages(session_id: str, first: int, now: datetime,
@@ -140,12 +146,3 @@ def split_at(messages: list[Message], watermark: int) -> tuple[list[Message], li
     """Messages in seq order -> (those at or below ``watermark``, those after it)."""
     split = next((i for i, m in enumerate(messages) if m.seq > watermark), len(messages))
     return messages[:split], messages[split:]
-
-
-class Mapped:
-    """A plain dict dressed as a result row (the conversions read ``row._mapping``)."""
-
-    __slots__ = ("_mapping",)
-
-    def __init__(self, mapping: dict[str, Any]) -> None:
-        self._mapping = mapping
