@@ -516,20 +516,35 @@ def test_the_most_telling_sentence_is_the_first_of_the_heaviest(sentences: list[
 
 
 _FOLDED = ("K", "\u212a", "\u017f", "ſtyle", "İ", "DEADLINE", "Don't", "NOT", "Monday",
-           "TOMORROW", "JAN 5", "$4", "5 GB", "If", "STOP", "I LIKE", "To Do", "é", " ", ",")
+           "TOMORROW", "JAN 5", "$4", "5 GB", "If", "STOP", "I LIKE", "To Do", "é", " ", ",",
+           "notice", "termination", "cannot", "can't", "without", "at most", "no later than",
+           "3/4", "2026-01-02", "sept.", "7", "step", "steps 2", "todo", "needs to", "tone",
+           "stone", "favorite", "if it fails,", "then", "escalate", "not allowed", "a_b", "x/y",
+           "bob@x", "e.g.", "end.", ".", "_", "@", "/", "v2", "Working on", "capital")
 
 
-@settings(max_examples=500, deadline=None)
+def _word_searches() -> list[Any]:
+    from chatkeep.history import summarizer, summary
+    from chatkeep.history.summary import WordSearch
+
+    return [v for module in (summary, summarizer) for v in vars(module).values()
+            if isinstance(v, WordSearch)]
+
+
+@settings(max_examples=800, deadline=None)
 @given(st.lists(st.sampled_from(_WORDS + _FOLDED), min_size=1, max_size=9).map(" ".join))
 def test_word_searches_answer_as_their_case_insensitive_patterns(text: str) -> None:
-    # WordSearch lowercases ASCII text for a case-sensitive twin; it must agree with the
-    # IGNORECASE pattern everywhere, Unicode case folds (Kelvin sign, long s) included.
-    from chatkeep.history.summarizer import _NOT_FACT
-    from chatkeep.history.summary import _HAS_DATE, _HAS_NEGATION
+    # Each WordSearch skips text without its hints and lowercases ASCII text for a
+    # case-sensitive twin; it must agree with its IGNORECASE pattern everywhere, Unicode
+    # case folds (Kelvin sign, long s) included; and joins_words with its pattern.
+    from chatkeep.history.summary import _JOINED, joins_words
 
-    for search in (_NOT_FACT, _HAS_DATE, _HAS_NEGATION):
-        assert search(text) == (search.pattern.search(text) is not None)
+    searches = _word_searches()
+    assert len(searches) == 7
+    for search in searches:
+        assert search(text) == (search.pattern.search(text) is not None), search.pattern
         assert search(text, text.lower()) == search(text)
+    assert joins_words(text) == (_JOINED.search(text) is not None)
 
 
 def test_a_word_search_refuses_a_pattern_with_uppercase_letters() -> None:
@@ -539,6 +554,8 @@ def test_a_word_search_refuses_a_pattern_with_uppercase_letters() -> None:
 
     with pytest.raises(ValueError, match="uppercase"):
         WordSearch(re.compile(r"\bNever\b", re.IGNORECASE))
+    with pytest.raises(ValueError, match="uppercase"):
+        WordSearch(re.compile(r"\bnever\b", re.IGNORECASE), ("Never",))
     assert WordSearch(re.compile(r"\bnever\b\S", re.IGNORECASE))("NEVER!")
 
 

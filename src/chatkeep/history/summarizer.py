@@ -19,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from chatkeep.errors import ModelError
 from chatkeep.history.summary import (
+    DIGITS,
     ItemType,
     NewItem,
     StructuredSummary,
@@ -220,8 +221,26 @@ _LABELS = {"rule": ItemType.RULE, "instruction": ItemType.RULE,
 
 
 #: Any of the four word lists at once: whether a sentence reads as more than a fact.
+# What each word list's matches must contain (see WordSearch): most sentences hold none.
+_HINTS = {
+    "preference": ("prefer", "rather", "like", "love", "hate", "want", "fav", "style",
+                   "tone"),
+    "constraint": ("budget", "deadline", "due", "limit", "cap", "at most", "at least",
+                   "no more than", "no later than", "maximum", "minimum", "until",
+                   "timezone", "time zone", "quota", "$", "€", "£", "¥", *DIGITS),
+    "rule": ("always", "never", "only", "do not", "don't", "must", "avoid", "make sure",
+             "remember to", "not allowed", "forbidden", "prohibited", "if"),
+    "task": ("next step", "todo", "to do", "working on", "task", "need", "blocked",
+             "failing", "open question", "awaiting", "pending", "in progress",
+             "the plan is", "goal", "milestone", "step"),
+}
+_IS_PREFERENCE = WordSearch(_PREFERENCE, _HINTS["preference"])
+_IS_CONSTRAINT = WordSearch(_CONSTRAINT, _HINTS["constraint"])
+_IS_RULE = WordSearch(_RULE, _HINTS["rule"])
+_IS_TASK = WordSearch(_TASK, _HINTS["task"])
 _NOT_FACT = WordSearch(re.compile("|".join(f"(?:{p.pattern})" for p in (
-    _PREFERENCE, _CONSTRAINT, _RULE, _TASK)), re.IGNORECASE))
+    _PREFERENCE, _CONSTRAINT, _RULE, _TASK)), re.IGNORECASE),
+    tuple(dict.fromkeys(h for hints in _HINTS.values() for h in hints)))
 
 
 def _labelled(text: str) -> ItemType | None:
@@ -238,13 +257,14 @@ def classify(text: str) -> ItemType:
     labelled = _labelled(text)
     if labelled is not None:
         return labelled
-    if _PREFERENCE.search(text):
+    low = text.lower()
+    if _IS_PREFERENCE(text, low):
         return ItemType.PREFERENCE
-    if _CONSTRAINT.search(text):
+    if _IS_CONSTRAINT(text, low):
         return ItemType.CONSTRAINT
-    if _RULE.search(text):
+    if _IS_RULE(text, low):
         return ItemType.RULE
-    if _TASK.search(text):
+    if _IS_TASK(text, low):
         return ItemType.TASK
     return ItemType.FACT
 

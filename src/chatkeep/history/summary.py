@@ -447,25 +447,42 @@ def _id(value: Any, what: str, known: set[str], named: set[str]) -> str:
 
 class WordSearch:
     """``pattern.search(text) is not None`` for a case-insensitive pattern written in
-    lowercase, faster: on ASCII text the lowercased text is searched with the pattern's
-    case-sensitive twin (case-insensitive matching defeats the engine's literal scans:
-    about three times slower); other text goes to the pattern itself, whose Unicode case
-    folding a plain ``lower()`` does not reproduce."""
+    lowercase, faster, for the sentence scoring that runs over every folded message.
 
-    __slots__ = ("pattern", "twin")
+    On ASCII text: first the ``hints``, substrings of which any match must contain one
+    (each alternative of the pattern holds one of them), looked for with ``in``; only
+    text holding one is searched, lowercased, with the pattern's case-sensitive twin
+    (case-insensitive matching defeats the engine's literal scans: about three times
+    slower). Other text goes to the pattern itself, whose Unicode case folding a plain
+    ``lower()`` does not reproduce. A property test holds each search to its pattern."""
 
-    def __init__(self, pattern: re.Pattern[str]) -> None:
-        if re.search(r"[A-Z]", re.sub(r"\\.", "", pattern.pattern)):
-            raise ValueError(f"{pattern.pattern!r} has uppercase letters: the lowercased "
-                             "text would miss them")
+    __slots__ = ("hints", "pattern", "twin")
+
+    def __init__(self, pattern: re.Pattern[str], hints: Sequence[str] = ()) -> None:
+        if re.search(r"[A-Z]", re.sub(r"\\.", "", pattern.pattern)) or \
+                any(h != h.lower() for h in hints):
+            raise ValueError(f"{pattern.pattern!r} or its hints have uppercase letters: "
+                             "the lowercased text would miss them")
         self.pattern = pattern
+        self.hints = tuple(hints)
         self.twin = re.compile(pattern.pattern, pattern.flags & ~re.IGNORECASE)
 
     def __call__(self, text: str, lowered: str | None = None) -> bool:
         """Whether ``text`` matches; ``lowered`` is ``text.lower()`` when the caller has it."""
-        if text.isascii():
-            return self.twin.search(text.lower() if lowered is None else lowered) is not None
-        return self.pattern.search(text) is not None
+        if not text.isascii():
+            return self.pattern.search(text) is not None
+        low = text.lower() if lowered is None else lowered
+        if self.hints:
+            for hint in self.hints:
+                if hint in low:
+                    break
+            else:
+                return False
+        return self.twin.search(low) is not None
+
+
+DIGITS = tuple("0123456789")
+"""Hints for alternatives that need a digit."""
 
 
 _DIGIT = re.compile(r"\d")
@@ -476,8 +493,8 @@ _DATE = re.compile(
 _NEGATION = re.compile(
     r"\b(?:never|not|no|none|nothing|nobody|without|cannot|can't|don't|doesn't|didn't|won't"
     r"|mustn't|shouldn't|isn't|aren't)\b", re.IGNORECASE)
-_HAS_DATE = WordSearch(_DATE)
-_HAS_NEGATION = WordSearch(_NEGATION)
+_HAS_DATE = WordSearch(_DATE, (*DIGITS, "day", "tomorrow", "tonight"))
+_HAS_NEGATION = WordSearch(_NEGATION, ("no", "n't", "never", "without"))
 _IMPERATIVE = frozenset((
     "always", "never", "only", "use", "keep", "make", "do", "don't", "avoid", "stop", "send",
     "write", "report", "reply", "answer", "ask", "tell", "call", "run", "check", "include",
@@ -487,6 +504,16 @@ _IMPERATIVE = frozenset((
 _IDENTIFIER = re.compile(r"\w*[a-z][A-Z]\w*|\w+[_/@.]\w+|<[A-Z_]+_\d+>|[A-Z]{2,}\w*")
 _PRONOUNS = frozenset({"I", "I'm", "I'd", "I'll", "I've"})
 _JOINED = re.compile(r"\w[_/@.]\w")
+
+
+def joins_words(text: str) -> bool:
+    """``_JOINED.search(text)`` (a word character, one of ``_ / @ .``, a word character),
+    searched only when one of those four comes before the last character: a sentence's
+    closing full stop joins nothing."""
+    body = text[:-1]
+    if "_" in body or "/" in body or "@" in body or "." in body:
+        return _JOINED.search(text) is not None
+    return False
 
 
 @functools.lru_cache(maxsize=4096)
@@ -502,15 +529,14 @@ def salience(text: str) -> int:
     low = text.lower()
     score = 2 if digit else 0
     # Every date the pattern knows has a digit or one of these words: no regex otherwise.
-    if (digit or "day" in low or "tomorrow" in low or "tonight" in low) \
-            and _HAS_DATE(text, low):
+    if _HAS_DATE(text, low):
         score += 2
     score += 2 if _HAS_NEGATION(text, low) else 0
     score += 2 if words[0].lower().strip(",.:;!") in _IMPERATIVE else 0
     rest = text.split(None, 1)[1] if len(words) > 1 else ""
     # A name or identifier has an uppercase letter or joins words with _ / @ or a dot: a
     # sentence with neither after its first word has none (no loop over its words).
-    if rest.islower() and not _JOINED.search(rest):
+    if rest.islower() and not joins_words(rest):
         return score
     names = 0
     for before, word in itertools.pairwise(words):
