@@ -13,6 +13,7 @@ sends these statements straight to the driver:
 * PostgreSQL (psycopg, sync or async, on an engine that autocommits): a plain append (no
   tool plumbing) as the one-statement append, and the history read, each statement its
   own transaction as on the Core path. Appends with tool plumbing take the Core path.
+* Both: a fold's compare-and-set of the summary, in a transaction of its own.
 
 The statements are the Core path's own objects (:mod:`chatkeep.store.statements`),
 compiled once for the dialect; values go through the dialect's own type processors, so
@@ -62,6 +63,7 @@ from chatkeep.store.statements import (
     PG_APPEND,
     SESSION_BY_ID,
     SESSION_EXISTS,
+    SET_SUMMARY,
     UNSUMMARISED,
     Batch,
     append_error,
@@ -133,6 +135,9 @@ class _Pysqlite:
     def rows(self, sql: str, params: Any = ()) -> list[Any]:
         return self.db.execute(sql, params).fetchall()
 
+    def command(self, sql: str) -> None:
+        self.db.execute(sql)
+
     def many(self, sql: str, rows: list[list[Any]]) -> None:
         if len(rows) == 1:
             self.db.execute(sql, rows[0])
@@ -155,6 +160,9 @@ class _Aiosqlite:
     def rows(self, sql: str, params: Any = ()) -> list[Any]:
         return list(await_only(self.db.execute_fetchall(sql, params)))
 
+    def command(self, sql: str) -> None:
+        await_only(self.db.execute_fetchall(sql, ()))
+
     def many(self, sql: str, rows: list[list[Any]]) -> None:
         for row in rows:
             await_only(self.db.execute_fetchall(sql, row))
@@ -162,14 +170,28 @@ class _Aiosqlite:
 
 class _Psycopg:
     """Statements straight to a psycopg connection (autocommit: each its own
-    transaction)."""
+    transaction, unless a ``BEGIN`` opened one)."""
 
     def __init__(self, db: Any) -> None:
         self.db = db
 
+    @property
+    def in_transaction(self) -> bool:
+        return _in_transaction_status(self.db)
+
     def rows(self, sql: str, params: Any = ()) -> list[Any]:
         rows: list[Any] = self.db.execute(sql, params).fetchall()
         return rows
+
+    def command(self, sql: str) -> None:
+        self.db.execute(sql)
+
+
+def _in_transaction_status(db: Any) -> bool:
+    from psycopg.pq import TransactionStatus
+
+    return bool(db.info.transaction_status in (TransactionStatus.INTRANS,
+                                               TransactionStatus.INERROR))
 
 
 async def _fetch_all(db: Any, sql: str, params: Any) -> list[Any]:
@@ -186,9 +208,16 @@ class _AsyncPsycopg:
     def __init__(self, db: Any) -> None:
         self.db = db
 
+    @property
+    def in_transaction(self) -> bool:
+        return _in_transaction_status(self.db)
+
     def rows(self, sql: str, params: Any = ()) -> list[Any]:
         rows: list[Any] = await_only(_fetch_all(self.db, sql, params))
         return rows
+
+    def command(self, sql: str) -> None:
+        await_only(self.db.execute(sql))
 
 
 _Driver = _Pysqlite | _Aiosqlite | _Psycopg | _AsyncPsycopg
@@ -212,6 +241,7 @@ class DirectPath:
         self.all_live_sql = compile_for_driver(ALL_LIVE, dialect)
         self.unsummarised_sql = compile_for_driver(UNSUMMARISED, dialect)
         self.exists_sql = compile_for_driver(SESSION_EXISTS, dialect)
+        self.summary_sql = compile_for_driver(SET_SUMMARY, dialect)
         self.session_results = _processors([
             c.type.dialect_impl(dialect).result_processor(dialect, None)
             for c in chat_sessions.columns])
@@ -240,6 +270,33 @@ class DirectPath:
         """``Repository.read_history``, the same statements as the Core path."""
         with self._connection() as db:
             return self._reading(db, lambda: self._read(db, session_id))
+
+    def set_summary(self, session_id: str, expected_version: int, summary: str,
+                    watermark: int) -> SessionRow | None:
+        """``Repository.compare_and_set_summary``: the same statement, in a transaction of
+        its own (a backend lost before the COMMIT leaves the summary as it was)."""
+        values = {"b_session_id": session_id, "b_expected": expected_version,
+                  "b_summary": summary, "b_watermark": watermark}
+        statement = self.summary_sql
+        with self._connection() as db:
+            found = self._in_transaction(
+                db, self.write_begin, lambda: db.rows(statement.sql, statement.params(values)))
+        return self.session(found[0]) if found else None
+
+    write_begin = "BEGIN"
+    """How a write transaction starts on this backend."""
+
+    @staticmethod
+    def _in_transaction(db: Any, begin: str, work: Callable[[], T]) -> T:
+        db.command(begin)
+        try:
+            result = work()
+            db.command("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.command("ROLLBACK")
+            raise
+        return result
 
     def _reading(self, db: Any, work: Callable[[], T]) -> T:
         return work()
@@ -318,6 +375,7 @@ class SqliteDirect(DirectPath):
 
     integrity_errors = sqlite3.IntegrityError
     database_errors = sqlite3.Error
+    write_begin = "BEGIN IMMEDIATE"
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)
@@ -353,7 +411,7 @@ class SqliteDirect(DirectPath):
         try:
             with self._connection() as db:
                 return self._in_transaction(
-                    db, "BEGIN IMMEDIATE", lambda: self._write(db, session_id, batch, now))
+                    db, self.write_begin, lambda: self._write(db, session_id, batch, now))
         except sqlite3.IntegrityError as exc:
             raise append_error(exc, batch) from None
 
@@ -363,18 +421,6 @@ class SqliteDirect(DirectPath):
     def _adapter(self, driver: Any) -> _Driver:
         return _Pysqlite(driver) if isinstance(driver, sqlite3.Connection) \
             else _Aiosqlite(driver)
-
-    @staticmethod
-    def _in_transaction(db: _Pysqlite | _Aiosqlite, begin: str, work: Callable[[], T]) -> T:
-        db.rows(begin)
-        try:
-            result = work()
-            db.rows("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.rows("ROLLBACK")
-            raise
-        return result
 
     def _write(self, db: _Pysqlite | _Aiosqlite, session_id: str, batch: Batch,
                now: datetime) -> tuple[list[Message], SessionRow]:

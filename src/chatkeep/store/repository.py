@@ -471,6 +471,9 @@ class Repository:
 
         Returns the new row, or ``None`` when the race was lost (the caller re-reads).
         """
+        direct = self._direct
+        if direct is not None and direct.usable:
+            return direct.set_summary(session_id, expected_version, summary, watermark)
         with self.transaction() as conn:
             result = conn.execute(SET_SUMMARY, {
                 "b_session_id": session_id, "b_expected": expected_version,
