@@ -32,6 +32,16 @@ def repository_of(keep: Any) -> Any:
     return getattr(keep, "core", keep).repository
 
 
+def assert_pool_idle(engine: Any, dsn: str) -> None:
+    """No connection sits in an open transaction: the pool skips its rollback on checkin
+    (chatkeep's PostgreSQL engines), so nothing may ever need it."""
+    assert engine.pool._reset_on_return.name == "reset_none"
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        row = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE state LIKE "
+                            "'idle in transaction%' AND pid <> pg_backend_pid()").fetchone()
+    assert row is not None and row[0] == 0
+
+
 def snapshot(dsn: str, session_id: str) -> dict[str, Any]:
     """A session as stored, its id and serial ids left out: what both paths must write."""
     with psycopg.connect(dsn) as conn:
@@ -118,6 +128,7 @@ def test_the_direct_path_writes_and_reads_what_the_core_path_does(
     with pytest.raises(SessionNotFound):
         keep.repository.append_message("no-such-session", Role.USER, "hello")
     assert used == ["append", "read", "append"]  # each refusal from the direct path
+    assert_pool_idle(repo.engine, dsn)
     assert snapshot(dsn, fast.id)["session"][8] == 8  # nothing taken by the refusals
 
 
@@ -210,3 +221,4 @@ def test_a_backend_killed_under_the_direct_path_is_a_store_error_and_the_pool_re
     history = keep.compressor.build_history(session, "You help.")
     assert [m["content"] for m in history[1:]] == ["first", "first answer", "next"]
     assert session.refresh().total_tokens == 10
+    assert_pool_idle(repository_of(keep).engine, dsn)

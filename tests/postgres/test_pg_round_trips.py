@@ -109,6 +109,12 @@ def test_connections_autocommit_from_connect_and_a_transaction_is_still_one(
     assert keep.sessions.get(session.id).title is None
     with keep.engine.connect() as conn:
         assert conn.connection.driver_connection.autocommit
+    # The pool does no rollback on checkin (nothing is ever left open for one): the
+    # failed transaction above was ended by its own connection.
+    assert keep.engine.pool._reset_on_return.name == "reset_none"  # type: ignore[attr-defined]
+    for record in list(keep.engine.pool._pool.queue):  # type: ignore[attr-defined]
+        status = record.dbapi_connection.info.transaction_status
+        assert status == psycopg.pq.TransactionStatus.IDLE
 
 
 def pooled_backends(keep: Chatkeep) -> set[int]:

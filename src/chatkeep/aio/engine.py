@@ -17,11 +17,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from chatkeep.errors import StoreError
 from chatkeep.store.engine import (
-    AUTOCOMMIT_BY_DEFAULT,
     READ_ONLY,
     SQLITE_BUSY_TIMEOUT_MS,
     SQLITE_SYNCHRONOUS,
     apply_sqlite_pragmas,
+    autocommit_engine_options,
     describe_url,
     parse_url,
     ping_when_idle,
@@ -64,7 +64,7 @@ def make_async_engine(url: str | URL, *, sqlite_synchronous: str = "FULL",
         kwargs.setdefault("max_overflow", 0)
         kwargs.setdefault("pool_timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)
     else:
-        kwargs.setdefault("isolation_level", AUTOCOMMIT_BY_DEFAULT)
+        autocommit_engine_options(kwargs)
     try:
         engine = create_async_engine(parsed, **kwargs)
     except ModuleNotFoundError as exc:
