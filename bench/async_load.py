@@ -10,7 +10,8 @@ only) and, in a second table, by a model behind the OpenAI wire that answers in 
 (``FakeOpenAIServer``; ``openai.OpenAI`` for sync, ``openai.AsyncOpenAI`` for async).
 ``sync`` is one process and one thread looping over its sessions (what ``bench/load.py``
 calls N = 1); ``async`` is ``--concurrency`` coroutines on one event loop, one session
-each; the two alternate, ``--rounds`` runs of each, added up. Agents SDK: per turn
+each: asyncio's own loop (the target's figure) and, when installed, uvloop; they
+alternate, ``--rounds`` runs of each, added up. Agents SDK: per turn
 ``add_items([user, assistant])`` then ``get_items()`` on a session already holding 100 or
 10,000 items, chatkeep's ``ChatkeepSession`` (a budgeted history) beside
 ``SQLAlchemySession`` (every stored item), same database, same loop, taking turns
@@ -196,28 +197,49 @@ class Tally:
         return len(self.latencies) / self.seconds, self.latencies, self.cpu / turns
 
 
+def uvloop_runner() -> Any:
+    """``uvloop.run`` when uvloop is installed (the ``bench`` extra; FastAPI's usual server,
+    uvicorn with its standard extras, runs on it), else ``None``."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.run
+
+
 def turns_table(url: str, args: argparse.Namespace, base_url: str | None) -> None:
     # Sync and async take turns, ``--rounds`` runs of ``--seconds`` each, so that a slow
     # stretch of the machine falls on both alike rather than on whichever ran then.
-    sync, concurrent = Tally(), Tally()
+    # asyncio's own loop is the figure the target is judged on; uvloop is shown beside it.
+    runners: list[tuple[str, Any]] = [("asyncio", asyncio.run)]
+    if (uv := uvloop_runner()) is not None:
+        runners.append(("uvloop", uv))
+    sync = Tally()
+    loops = {name: Tally() for name, _ in runners}
     for _ in range(args.rounds):
         sync.run(lambda: sync_turns(url, args.seconds, args.concurrency, base_url))
-        concurrent.run(lambda: asyncio.run(
-            async_turns(url, args.seconds, args.concurrency, base_url)))
+        for name, run in runners:
+            loops[name].run(lambda run=run: run(
+                async_turns(url, args.seconds, args.concurrency, base_url)))
     rate, lat, cpu = sync.figures()
-    arate, alat, acpu = concurrent.figures()
+    rows = [("sync, 1 thread", rate, lat, cpu)]
+    rows.extend((f"async, {args.concurrency} on one {name} loop", *tally.figures())
+                for name, tally in loops.items())
     print("| API | turns/s | p50 | p99 | CPU per turn | CPU busy |")
     print("|---|---:|---:|---:|---:|---:|")
-    for name, r, samples, c in (("sync, 1 thread", rate, lat, cpu),
-                                (f"async, {args.concurrency} on one loop", arate, alat, acpu)):
+    for name, r, samples, c in rows:
         p50, p99 = percentiles(samples)
         print(f"| {name} | {r:.0f} | {p50 * 1000:.1f} ms | {p99 * 1000:.1f} ms | "
               f"{c * 1000:.2f} ms | {c * r:.0%} |")
-    print(f"\nasync / sync turns/s: **{arate / rate:.2f}x** (target >= 1.5x on PostgreSQL)")
+    arate, _, acpu = loops["asyncio"].figures()
+    print(f"\nasync (asyncio) / sync turns/s: **{arate / rate:.2f}x** "
+          "(target >= 1.5x on PostgreSQL)")
+    if "uvloop" in loops:
+        print(f"async (uvloop) / sync turns/s: {loops['uvloop'].figures()[0] / rate:.2f}x")
     # One loop is one core: it cannot serve more turns/s than 1 / its CPU per turn, and
     # the sync loop's turns/s is 1 / (its CPU + its waits), so this is the most overlap
     # (of waits with other sessions' work) can give.
-    print(f"one loop's ceiling at this CPU per turn: {1 / (acpu * rate):.2f}x\n")
+    print(f"one asyncio loop's ceiling at this CPU per turn: {1 / (acpu * rate):.2f}x\n")
 
 
 def report(label: str, url: str, async_url: str, args: argparse.Namespace) -> None:
