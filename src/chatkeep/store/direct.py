@@ -226,8 +226,9 @@ _Driver = _Pysqlite | _Aiosqlite | _Psycopg | _AsyncPsycopg
 # -- what both backends share --------------------------------------------------------------
 
 class DirectPath:
-    """The history read both backends make the same way, the row conversions, and the
-    connection that turns driver errors into ``StoreError``."""
+    """What both backends do the same way (the history read, the summary's
+    compare-and-set, the row conversions), and the connection that turns driver errors
+    into ``StoreError`` and drops a connection the error broke."""
 
     integrity_errors: type[Exception]
     """The driver's integrity error: passed through, for the append to explain."""
