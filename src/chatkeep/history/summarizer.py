@@ -19,7 +19,6 @@ from typing import Any, Protocol, runtime_checkable
 
 from chatkeep.errors import ModelError
 from chatkeep.history.summary import (
-    DIGITS,
     ItemType,
     NewItem,
     StructuredSummary,
@@ -221,13 +220,14 @@ _LABELS = {"rule": ItemType.RULE, "instruction": ItemType.RULE,
 
 
 #: Any of the four word lists at once: whether a sentence reads as more than a fact.
-# What each word list's matches must contain (see WordSearch): most sentences hold none.
+# What each word list's matches must contain (see WordSearch; the constraints' amounts and
+# durations need a digit): most sentences hold none.
 _HINTS = {
     "preference": ("prefer", "rather", "like", "love", "hate", "want", "fav", "style",
                    "tone"),
     "constraint": ("budget", "deadline", "due", "limit", "cap", "at most", "at least",
                    "no more than", "no later than", "maximum", "minimum", "until",
-                   "timezone", "time zone", "quota", "$", "€", "£", "¥", *DIGITS),
+                   "timezone", "time zone", "quota", "$", "€", "£", "¥"),
     "rule": ("always", "never", "only", "do not", "don't", "must", "avoid", "make sure",
              "remember to", "not allowed", "forbidden", "prohibited", "if"),
     "task": ("next step", "todo", "to do", "working on", "task", "need", "blocked",
@@ -235,12 +235,12 @@ _HINTS = {
              "the plan is", "goal", "milestone", "step"),
 }
 _IS_PREFERENCE = WordSearch(_PREFERENCE, _HINTS["preference"])
-_IS_CONSTRAINT = WordSearch(_CONSTRAINT, _HINTS["constraint"])
+_IS_CONSTRAINT = WordSearch(_CONSTRAINT, _HINTS["constraint"], digits=True)
 _IS_RULE = WordSearch(_RULE, _HINTS["rule"])
 _IS_TASK = WordSearch(_TASK, _HINTS["task"])
 _NOT_FACT = WordSearch(re.compile("|".join(f"(?:{p.pattern})" for p in (
     _PREFERENCE, _CONSTRAINT, _RULE, _TASK)), re.IGNORECASE),
-    tuple(dict.fromkeys(h for hints in _HINTS.values() for h in hints)))
+    tuple(dict.fromkeys(h for hints in _HINTS.values() for h in hints)), digits=True)
 
 
 def _labelled(text: str) -> ItemType | None:

@@ -450,21 +450,24 @@ class WordSearch:
     lowercase, faster, for the sentence scoring that runs over every folded message.
 
     On ASCII text: first the ``hints``, substrings of which any match must contain one
-    (each alternative of the pattern holds one of them), looked for with ``in``; only
+    (each alternative of the pattern holds one of them, or a digit where ``digits``),
+    looked for with ``in``; only
     text holding one is searched, lowercased, with the pattern's case-sensitive twin
     (case-insensitive matching defeats the engine's literal scans: about three times
     slower). Other text goes to the pattern itself, whose Unicode case folding a plain
     ``lower()`` does not reproduce. A property test holds each search to its pattern."""
 
-    __slots__ = ("hints", "pattern", "twin")
+    __slots__ = ("digits", "hints", "pattern", "twin")
 
-    def __init__(self, pattern: re.Pattern[str], hints: Sequence[str] = ()) -> None:
+    def __init__(self, pattern: re.Pattern[str], hints: Sequence[str] = (), *,
+                 digits: bool = False) -> None:
         if re.search(r"[A-Z]", re.sub(r"\\.", "", pattern.pattern)) or \
                 any(h != h.lower() for h in hints):
             raise ValueError(f"{pattern.pattern!r} or its hints have uppercase letters: "
                              "the lowercased text would miss them")
         self.pattern = pattern
         self.hints = tuple(hints)
+        self.digits = digits
         self.twin = re.compile(pattern.pattern, pattern.flags & ~re.IGNORECASE)
 
     def __call__(self, text: str, lowered: str | None = None) -> bool:
@@ -472,17 +475,15 @@ class WordSearch:
         if not text.isascii():
             return self.pattern.search(text) is not None
         low = text.lower() if lowered is None else lowered
-        if self.hints:
-            for hint in self.hints:
-                if hint in low:
-                    break
-            else:
-                return False
+        if self.hints and not self._hinted(low):
+            return False
         return self.twin.search(low) is not None
 
-
-DIGITS = tuple("0123456789")
-"""Hints for alternatives that need a digit."""
+    def _hinted(self, low: str) -> bool:
+        for hint in self.hints:
+            if hint in low:
+                return True
+        return self.digits and _DIGIT.search(low) is not None
 
 
 _DIGIT = re.compile(r"\d")
@@ -493,7 +494,7 @@ _DATE = re.compile(
 _NEGATION = re.compile(
     r"\b(?:never|not|no|none|nothing|nobody|without|cannot|can't|don't|doesn't|didn't|won't"
     r"|mustn't|shouldn't|isn't|aren't)\b", re.IGNORECASE)
-_HAS_DATE = WordSearch(_DATE, (*DIGITS, "day", "tomorrow", "tonight"))
+_HAS_DATE = WordSearch(_DATE)  # salience asks it of text with a digit or a day word only
 _HAS_NEGATION = WordSearch(_NEGATION, ("no", "n't", "never", "without"))
 _IMPERATIVE = frozenset((
     "always", "never", "only", "use", "keep", "make", "do", "don't", "avoid", "stop", "send",
@@ -529,7 +530,9 @@ def salience(text: str) -> int:
     low = text.lower()
     score = 2 if digit else 0
     # Every date the pattern knows has a digit or one of these words: no regex otherwise.
-    if _HAS_DATE(text, low):
+    # Every date the pattern knows has a digit or one of these words: no regex otherwise.
+    if (digit or "day" in low or "tomorrow" in low or "tonight" in low) \
+            and _HAS_DATE(text, low):
         score += 2
     score += 2 if _HAS_NEGATION(text, low) else 0
     score += 2 if words[0].lower().strip(",.:;!") in _IMPERATIVE else 0
