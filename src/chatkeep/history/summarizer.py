@@ -219,7 +219,6 @@ _LABELS = {"rule": ItemType.RULE, "instruction": ItemType.RULE,
            "preference": ItemType.PREFERENCE}
 
 
-#: Any of the four word lists at once: whether a sentence reads as more than a fact.
 # What each word list's matches must contain (see WordSearch; the constraints' amounts and
 # durations need a digit): most sentences hold none.
 _HINTS = {
@@ -238,6 +237,7 @@ _IS_PREFERENCE = WordSearch(_PREFERENCE, _HINTS["preference"])
 _IS_CONSTRAINT = WordSearch(_CONSTRAINT, _HINTS["constraint"], digits=True)
 _IS_RULE = WordSearch(_RULE, _HINTS["rule"])
 _IS_TASK = WordSearch(_TASK, _HINTS["task"])
+#: Any of the four word lists at once: whether a sentence reads as more than a fact.
 _NOT_FACT = WordSearch(re.compile("|".join(f"(?:{p.pattern})" for p in (
     _PREFERENCE, _CONSTRAINT, _RULE, _TASK)), re.IGNORECASE),
     tuple(dict.fromkeys(h for hints in _HINTS.values() for h in hints)), digits=True)

@@ -451,10 +451,9 @@ class WordSearch:
 
     On ASCII text: first the ``hints``, substrings of which any match must contain one
     (each alternative of the pattern holds one of them, or a digit where ``digits``),
-    looked for with ``in``; only
-    text holding one is searched, lowercased, with the pattern's case-sensitive twin
-    (case-insensitive matching defeats the engine's literal scans: about three times
-    slower). Other text goes to the pattern itself, whose Unicode case folding a plain
+    looked for with ``in``; only text holding one is searched, lowercased, with the
+    pattern's case-sensitive twin (case-insensitive matching defeats the engine's literal
+    scans). Other text goes to the pattern itself, whose Unicode case folding a plain
     ``lower()`` does not reproduce. A property test holds each search to its pattern."""
 
     __slots__ = ("digits", "hints", "pattern", "twin")
@@ -529,7 +528,6 @@ def salience(text: str) -> int:
     digit = _DIGIT.search(text) is not None
     low = text.lower()
     score = 2 if digit else 0
-    # Every date the pattern knows has a digit or one of these words: no regex otherwise.
     # Every date the pattern knows has a digit or one of these words: no regex otherwise.
     if (digit or "day" in low or "tomorrow" in low or "tonight" in low) \
             and _HAS_DATE(text, low):

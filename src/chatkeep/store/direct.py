@@ -29,7 +29,7 @@ then see every statement on the Core path.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, NamedTuple, NoReturn, TypeVar
@@ -80,6 +80,12 @@ _Processors = list[tuple[int, Callable[[Any], Any]]]
 
 def _processors(per_column: Sequence[Callable[[Any], Any] | None]) -> _Processors:
     return [(i, f) for i, f in enumerate(per_column) if f is not None]
+
+
+def _results(columns: Iterable[Any], dialect: Any) -> _Processors:
+    """How ``dialect`` turns what the driver returns for ``columns`` into their values."""
+    return _processors([c.type.dialect_impl(dialect).result_processor(dialect, None)
+                        for c in columns])
 
 
 def _bound(processors: _Processors, values: Sequence[Any]) -> list[Any]:
@@ -177,7 +183,10 @@ class _Psycopg:
 
     @property
     def in_transaction(self) -> bool:
-        return _in_transaction_status(self.db)
+        from psycopg.pq import TransactionStatus
+
+        return bool(self.db.info.transaction_status in (TransactionStatus.INTRANS,
+                                                        TransactionStatus.INERROR))
 
     def rows(self, sql: str, params: Any = ()) -> list[Any]:
         rows: list[Any] = self.db.execute(sql, params).fetchall()
@@ -187,13 +196,6 @@ class _Psycopg:
         self.db.execute(sql)
 
 
-def _in_transaction_status(db: Any) -> bool:
-    from psycopg.pq import TransactionStatus
-
-    return bool(db.info.transaction_status in (TransactionStatus.INTRANS,
-                                               TransactionStatus.INERROR))
-
-
 async def _fetch_all(db: Any, sql: str, params: Any) -> list[Any]:
     async with db.cursor() as cursor:
         await cursor.execute(sql, params)
@@ -201,16 +203,9 @@ async def _fetch_all(db: Any, sql: str, params: Any) -> list[Any]:
         return rows
 
 
-class _AsyncPsycopg:
+class _AsyncPsycopg(_Psycopg):
     """Statements to psycopg's async connection, awaited from inside the bridge: one
     coroutine (execute and fetch) per statement."""
-
-    def __init__(self, db: Any) -> None:
-        self.db = db
-
-    @property
-    def in_transaction(self) -> bool:
-        return _in_transaction_status(self.db)
 
     def rows(self, sql: str, params: Any = ()) -> list[Any]:
         rows: list[Any] = await_only(_fetch_all(self.db, sql, params))
@@ -234,6 +229,8 @@ class DirectPath:
     """The driver's integrity error: passed through, for the append to explain."""
     database_errors: type[Exception]
     """The driver's base error: raised as ``StoreError``."""
+    write_begin = "BEGIN"
+    """How a write transaction starts on this backend."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -243,12 +240,8 @@ class DirectPath:
         self.unsummarised_sql = compile_for_driver(UNSUMMARISED, dialect)
         self.exists_sql = compile_for_driver(SESSION_EXISTS, dialect)
         self.summary_sql = compile_for_driver(SET_SUMMARY, dialect)
-        self.session_results = _processors([
-            c.type.dialect_impl(dialect).result_processor(dialect, None)
-            for c in chat_sessions.columns])
-        self.message_results = _processors([
-            c.type.dialect_impl(dialect).result_processor(dialect, None)
-            for c in MESSAGE_COLUMNS])
+        self.session_results = _results(chat_sessions.columns, dialect)
+        self.message_results = _results(MESSAGE_COLUMNS, dialect)
 
     @property
     def usable(self) -> bool:
@@ -283,9 +276,6 @@ class DirectPath:
             found = self._in_transaction(
                 db, self.write_begin, lambda: db.rows(statement.sql, statement.params(values)))
         return self.session(found[0]) if found else None
-
-    write_begin = "BEGIN"
-    """How a write transaction starts on this backend."""
 
     @staticmethod
     def _in_transaction(db: Any, begin: str, work: Callable[[], T]) -> T:
@@ -432,12 +422,11 @@ class SqliteDirect(DirectPath):
         if not claimed:
             self._refuse(db, session_id)
         session = self.session(claimed[0])
-        first = session.last_seq - len(batch) + 1
         rows: list[list[Any]] = []
         calls: list[list[Any]] = []
         usages: list[list[Any]] = []
         tenant = ref_values("tenant", session.tenant)
-        messages = new_messages(session_id, first, now, batch)
+        messages = new_messages(session, now, batch)
         for message, (draft, tokens, billed) in zip(messages, batch, strict=True):
             seq = message.seq
             values = (session_id, seq, draft.role.value, draft.content,
@@ -518,8 +507,7 @@ class PostgresDirect(DirectPath):
         except self.integrity_errors as exc:
             raise append_error(exc, batch) from None
         session = self.session(found[0])
-        first = session.last_seq - len(batch) + 1
-        return new_messages(session_id, first, now, batch), session
+        return new_messages(session, now, batch), session
 
     def _adapter(self, driver: Any) -> _Driver:
         return _AsyncPsycopg(driver) if self.is_async else _Psycopg(driver)

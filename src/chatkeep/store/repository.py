@@ -90,6 +90,12 @@ class Repository:
         self.clock = clock
         self._direct: DirectPath | None = direct_path(engine)
 
+    def _driver_path(self) -> DirectPath | None:
+        """The direct driver path, when this engine has one and nothing listens to its
+        statement events (else every statement takes the Core path)."""
+        direct = self._direct
+        return direct if direct is not None and direct.usable else None
+
     # -- schema --------------------------------------------------------------------------
 
     def create_schema(self) -> None:
@@ -224,8 +230,8 @@ class Repository:
         same statements go straight to the driver (:mod:`chatkeep.store.direct`)."""
         if not batch:
             raise InvalidMessage("nothing to append: the batch is empty")
-        direct = self._direct
-        if direct is not None and direct.usable and direct.appends(batch):
+        direct = self._driver_path()
+        if direct is not None and direct.appends(batch):
             return direct.append(session_id, batch, self.clock())
         if self.engine.dialect.name == "postgresql" and plain(batch):
             return self._append_in_one_statement(session_id, batch)
@@ -241,11 +247,10 @@ class Repository:
         now = self.clock()
         billed_tokens = sum(b.usage.total_tokens for _, _, b in batch if b is not None)
         session = self._claim_seq(conn, session_id, now, billed_tokens, len(batch))
-        first = session.last_seq - len(batch) + 1
         rows: list[dict[str, Any]] = []
         calls: list[dict[str, Any]] = []
         usages: list[dict[str, Any]] = []
-        messages = new_messages(session_id, first, now, batch)
+        messages = new_messages(session, now, batch)
         for message, (draft, tokens, billed) in zip(messages, batch, strict=True):
             seq = message.seq
             rows.append({
@@ -289,8 +294,7 @@ class Repository:
         except IntegrityError as exc:
             raise append_error(exc, batch) from None
         session = session_from_row(row)
-        first = session.last_seq - len(batch) + 1
-        return new_messages(session_id, first, now, batch), session
+        return new_messages(session, now, batch), session
 
     def _claim_seq(self, conn: Connection, session_id: str, now: datetime,
                    billed_tokens: int, count: int = 1) -> SessionRow:
@@ -347,8 +351,8 @@ class Repository:
         tail, not the session's length. (The watermark goes to the second statement as a
         value, not joined from the row: then the planner knows how few rows follow it
         and walks the index even in a table one long session dominates.)"""
-        direct = self._direct
-        if direct is not None and direct.usable:
+        direct = self._driver_path()
+        if direct is not None:
             return direct.read_history(session_id)
         with self.reading() as conn:
             row = self._load_session(conn, session_id, None)
@@ -471,8 +475,8 @@ class Repository:
 
         Returns the new row, or ``None`` when the race was lost (the caller re-reads).
         """
-        direct = self._direct
-        if direct is not None and direct.usable:
+        direct = self._driver_path()
+        if direct is not None:
             return direct.set_summary(session_id, expected_version, summary, watermark)
         with self.transaction() as conn:
             result = conn.execute(SET_SUMMARY, {

@@ -115,11 +115,13 @@ def session_from_row(row: Sequence[Any]) -> SessionRow:
         as_utc(created_at) or utcnow(), dict(metadata or {}))
 
 
-def new_messages(session_id: str, first: int, now: datetime,
+def new_messages(session: SessionRow, now: datetime,
                  batch: Sequence[tuple[MessageDraft, int | None, Any]]) -> list[Message]:
-    """The messages a batch append writes: consecutive ``seq`` from ``first``, one clock
-    (shared by the SQLAlchemy path and the direct driver paths)."""
-    return [Message(session_id, first + offset, draft.role, draft.content, draft.tool_calls,
+    """The messages a batch append writes into the seqs it claimed (consecutive, ending at
+    ``session.last_seq`` as the claim left it), one clock (shared by the SQLAlchemy path
+    and the direct driver paths)."""
+    first = session.last_seq - len(batch) + 1
+    return [Message(session.id, first + offset, draft.role, draft.content, draft.tool_calls,
                     draft.tool_call_id, draft.name, tokens, now, dict(draft.metadata),
                     dict(draft.native))
             for offset, (draft, tokens, _) in enumerate(batch)]
