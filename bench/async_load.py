@@ -9,14 +9,16 @@ Turns: the request an application serves (``add_user``, ``build_history``,
 only) and, in a second table, by a model behind the OpenAI wire that answers in 0.3 s
 (``FakeOpenAIServer``; ``openai.OpenAI`` for sync, ``openai.AsyncOpenAI`` for async).
 ``sync`` is one process and one thread looping over its sessions (what ``bench/load.py``
-calls N = 1); ``async`` is ``--concurrency`` coroutines on one event loop, one session
-each: asyncio's own loop (the target's figure) and, when installed, uvloop; they
-alternate, ``--rounds`` runs of each, added up. Agents SDK: per turn
+calls N = 1), on psycopg for PostgreSQL; ``async`` is ``--concurrency`` coroutines on one
+event loop, one session each: asyncio's own loop on the async API's default driver (the
+target's figure: asyncpg for PostgreSQL), the same on uvloop when installed, and on
+PostgreSQL also psycopg's async connection (the driver the async API used before
+asyncpg); they alternate, ``--rounds`` runs of each, added up. Agents SDK: per turn
 ``add_items([user, assistant])`` then ``get_items()`` on a session already holding 100 or
 10,000 items, chatkeep's ``ChatkeepSession`` (a budgeted history) beside
-``SQLAlchemySession`` (every stored item), same database, same loop, taking turns
-alternately. Figures are ratios from one run on one machine; absolute numbers are for
-context.
+``SQLAlchemySession`` (every stored item), same database and async driver, same loop,
+taking turns alternately. Figures are ratios from one run on one machine; absolute
+numbers are for context.
 """
 
 from __future__ import annotations
@@ -36,10 +38,13 @@ import openai
 
 from chatkeep import Chatkeep, Ref, Usage
 from chatkeep.aio import AsyncChatkeep
+from chatkeep.aio.engine import async_target, async_url
 from chatkeep.testing import FakeOpenAIServer, Reply
+from chatkeep.testing.postgres import with_driver
 from load import SYSTEM, text
 
-DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
+"""No driver named: each API picks its own (sync psycopg, async asyncpg)."""
 CONFIG = {"chat": {"max_history_tokens": 6000}, "memory": {"distil_on_compress": False}}
 MODEL_SECONDS = 0.3
 """A summariser call's latency in the model rows (a small hosted model folding ~5k tokens
@@ -150,8 +155,7 @@ async def turn(session: Any, rng: random.Random) -> float:
     return time.perf_counter() - t
 
 
-async def sdk_sessions(url: str, async_url: str,
-                       turns: int) -> dict[int, tuple[list[float], list[float]]]:
+async def sdk_sessions(url: str, turns: int) -> dict[int, tuple[list[float], list[float]]]:
     """Per stored size, each session's turn times; the two sessions take turns
     alternately, so machine noise hits both alike."""
     from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
@@ -162,8 +166,10 @@ async def sdk_sessions(url: str, async_url: str,
     async with AsyncChatkeep(url, config=CONFIG, dispatcher="inline") as keep:
         for stored in (100, 10_000):
             ours = await ChatkeepSession.open(keep, tenant=Ref("organization", 1))
-            theirs = SQLAlchemySession.from_url(f"bench-{stored}-{time.time_ns()}",
-                                                url=async_url, create_tables=True)
+            target, connect_args = async_target(url)  # chatkeep's async driver and settings
+            theirs = SQLAlchemySession.from_url(
+                f"bench-{stored}-{time.time_ns()}", url=target.render_as_string(False),
+                engine_kwargs={"connect_args": connect_args}, create_tables=True)
             our_rng, their_rng = await fill(ours, stored), await fill(theirs, stored)
             mine: list[float] = []
             sdk: list[float] = []
@@ -207,42 +213,53 @@ def uvloop_runner() -> Any:
     return uvloop.run
 
 
+def async_variants(url: str) -> list[tuple[str, Any, str]]:
+    """(label, loop runner, URL) of each async row: the default driver on asyncio (the
+    target's figure, first), on uvloop when installed, and for PostgreSQL psycopg's async
+    connection on asyncio."""
+    driver = async_url(url).get_driver_name()
+    variants: list[tuple[str, Any, str]] = [(f"asyncio, {driver}", asyncio.run, url)]
+    if (uv := uvloop_runner()) is not None:
+        variants.append((f"uvloop, {driver}", uv, url))
+    if driver == "asyncpg":
+        variants.append(("asyncio, psycopg", asyncio.run, with_driver(url, "psycopg")))
+    return variants
+
+
 def turns_table(url: str, args: argparse.Namespace, base_url: str | None) -> None:
     # Sync and async take turns, ``--rounds`` runs of ``--seconds`` each, so that a slow
     # stretch of the machine falls on both alike rather than on whichever ran then.
-    # asyncio's own loop is the figure the target is judged on; uvloop is shown beside it.
-    runners: list[tuple[str, Any]] = [("asyncio", asyncio.run)]
-    if (uv := uvloop_runner()) is not None:
-        runners.append(("uvloop", uv))
+    variants = async_variants(url)
     sync = Tally()
-    loops = {name: Tally() for name, _ in runners}
+    loops = {label: Tally() for label, _, _ in variants}
     for _ in range(args.rounds):
         sync.run(lambda: sync_turns(url, args.seconds, args.concurrency, base_url))
-        for name, run in runners:
-            loops[name].run(lambda run=run: run(
-                async_turns(url, args.seconds, args.concurrency, base_url)))
+        for label, run, loop_url in variants:
+            loops[label].run(lambda run=run, loop_url=loop_url: run(
+                async_turns(loop_url, args.seconds, args.concurrency, base_url)))
     rate, lat, cpu = sync.figures()
     rows = [("sync, 1 thread", rate, lat, cpu)]
-    rows.extend((f"async, {args.concurrency} on one {name} loop", *tally.figures())
-                for name, tally in loops.items())
+    rows.extend((f"async, {args.concurrency} on one loop ({label})", *tally.figures())
+                for label, tally in loops.items())
     print("| API | turns/s | p50 | p99 | CPU per turn | CPU busy |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, r, samples, c in rows:
         p50, p99 = percentiles(samples)
         print(f"| {name} | {r:.0f} | {p50 * 1000:.1f} ms | {p99 * 1000:.1f} ms | "
               f"{c * 1000:.2f} ms | {c * r:.0%} |")
-    arate, _, acpu = loops["asyncio"].figures()
-    print(f"\nasync (asyncio) / sync turns/s: **{arate / rate:.2f}x** "
+    target, *others = loops
+    arate, _, acpu = loops[target].figures()
+    print(f"\nasync ({target}) / sync turns/s: **{arate / rate:.2f}x** "
           "(target >= 1.5x on PostgreSQL)")
-    if "uvloop" in loops:
-        print(f"async (uvloop) / sync turns/s: {loops['uvloop'].figures()[0] / rate:.2f}x")
+    for label in others:
+        print(f"async ({label}) / sync turns/s: {loops[label].figures()[0] / rate:.2f}x")
     # One loop is one core: it cannot serve more turns/s than 1 / its CPU per turn, and
     # the sync loop's turns/s is 1 / (its CPU + its waits), so this is the most overlap
     # (of waits with other sessions' work) can give.
-    print(f"one asyncio loop's ceiling at this CPU per turn: {1 / (acpu * rate):.2f}x\n")
+    print(f"one loop's ceiling at the {target} CPU per turn: {1 / (acpu * rate):.2f}x\n")
 
 
-def report(label: str, url: str, async_url: str, args: argparse.Namespace) -> None:
+def report(label: str, url: str, args: argparse.Namespace) -> None:
     print(f"\n### {label}\n")
     print("Summaries offline (CPU only: the database is the only wait to overlap):\n")
     turns_table(url, args, None)
@@ -250,7 +267,7 @@ def report(label: str, url: str, async_url: str, args: argparse.Namespace) -> No
           "the OpenAI API; the sync API waits, the async one serves other sessions):\n")
     with FakeOpenAIServer(responder=summary_reply) as server:
         turns_table(url, args, server.base_url)
-    sdk = asyncio.run(sdk_sessions(url, async_url, args.sdk_turns))
+    sdk = asyncio.run(sdk_sessions(url, args.sdk_turns))
     print(f"Agents SDK sessions, {args.sdk_turns} turns each, alternating (mean includes "
           "chatkeep's periodic folds):\n")
     print("| stored items | ChatkeepSession p50 / mean | SQLAlchemySession p50 / mean "
@@ -278,12 +295,11 @@ def main() -> None:
 
     if not args.no_postgres:
         with scratch_schema(args.postgres, "ck_async_bench") as url:
-            report("PostgreSQL", url, url, args)  # psycopg serves both APIs
+            report("PostgreSQL", url, args)
     if not args.no_sqlite:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "bench.db"
-            report("SQLite (file, WAL)", f"sqlite:///{path}", f"sqlite+aiosqlite:///{path}",
-                   args)
+            report("SQLite (file, WAL)", f"sqlite:///{path}", args)
 
 
 if __name__ == "__main__":

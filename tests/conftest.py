@@ -18,11 +18,12 @@ import pytest
 
 from chatkeep import Chatkeep
 from chatkeep.testing import FakeOpenAIServer
-from chatkeep.testing.postgres import scratch_schema
+from chatkeep.testing.aio import API_AXIS, open_on_axis
+from chatkeep.testing.postgres import scratch_schema, with_driver
 
 REQUIRE_SERVICES = os.environ.get("CHATKEEP_REQUIRE_SERVICES") == "1"
-PG_URL = os.environ.get("CHATKEEP_TEST_PG_URL",
-                        "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+PG_URL = os.environ.get("CHATKEEP_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+"""No driver named: each API picks its own (psycopg, asyncpg; ``open_on_axis``)."""
 _pg_error: str | bool | None = False  # False = not probed yet
 
 
@@ -33,7 +34,7 @@ def postgres_unavailable() -> str | None:
         try:
             import psycopg
 
-            dsn = PG_URL.replace("postgresql+psycopg://", "postgresql://")
+            dsn = with_driver(PG_URL, None)
             with psycopg.connect(dsn, connect_timeout=3) as conn:
                 conn.execute("select 1")
             _pg_error = None
@@ -79,9 +80,12 @@ def pg_schema_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+BACKENDS = ("sqlite", "postgresql")
+
+
+@pytest.fixture
 def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
-    """A fresh database URL on each backend."""
+    """A fresh database URL on each backend (parametrised in ``pytest_generate_tests``)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'chat.db'}"
     url: str = request.getfixturevalue("pg_schema_url")
@@ -89,13 +93,23 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Every test using ``make_keep``/``keep`` runs on the sync API and on the async one
-    (through ``chatkeep.testing.aio.SyncOverAsync``), unless marked ``sync_api`` (it
-    reaches below the public API: engine events, direct SQL, threads on the core)."""
-    if "api" in metafunc.fixturenames:
+    """Every test using ``db_url`` runs on each backend. Every test using
+    ``make_keep``/``keep`` runs on the sync API and on the async one (through
+    ``chatkeep.testing.aio.SyncOverAsync``): on its default drivers, and on PostgreSQL
+    also on psycopg's async connection; unless marked ``sync_api`` (it reaches below the
+    public API: engine events, direct SQL, threads on the core)."""
+    names = metafunc.fixturenames
+    if "api" in names:
         sync_only = metafunc.definition.get_closest_marker("sync_api") is not None
-        metafunc.parametrize("api", ["sync"] if sync_only else ["sync", "async"],
-                             scope="function")
+        apis = ["sync"] if sync_only else list(API_AXIS)
+        if "db_url" in names:
+            metafunc.parametrize(("db_url", "api"), [
+                (backend, api) for backend in BACKENDS for api in apis
+                if api != "async_psycopg" or backend == "postgresql"], indirect=["db_url"])
+        else:
+            metafunc.parametrize("api", apis)
+    elif "db_url" in names:
+        metafunc.parametrize("db_url", BACKENDS, indirect=True)
 
 
 @pytest.fixture
@@ -106,12 +120,7 @@ def make_keep(db_url: str, api: str) -> Iterator[Callable[..., Chatkeep]]:
 
     def factory(**kwargs: Any) -> Chatkeep:
         kwargs.setdefault("dispatcher", "inline")  # deterministic: jobs finish in the call
-        if api == "async":
-            from chatkeep.testing.aio import SyncOverAsync
-
-            keep: Any = SyncOverAsync(db_url, **kwargs)
-        else:
-            keep = Chatkeep(db_url, **kwargs)
+        keep = open_on_axis(db_url, api, **kwargs)
         made.append(keep)
         return keep  # type: ignore[no-any-return]
 

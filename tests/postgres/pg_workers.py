@@ -10,9 +10,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from chatkeep import Chatkeep, HistoryCompressor
+from chatkeep import HistoryCompressor
 from chatkeep.history import SummaryResult
 from chatkeep.messages import Message, Usage
+from chatkeep.testing.postgres import with_driver
 
 SYSTEM = "You are a careful assistant."
 RANGE = re.compile(r"\[(\d+)-(\d+)\]")
@@ -49,12 +50,10 @@ def compressor(summarizer: RangeSummarizer) -> HistoryCompressor:
 
 
 def open_keep(url: str, api: str, **kwargs: Any) -> Any:
-    """A ``Chatkeep``, or on the ``async`` axis the sync API over ``AsyncChatkeep``."""
-    if api == "async":
-        from chatkeep.testing.aio import SyncOverAsync
+    """A ``Chatkeep``, or on an async axis the sync API over ``AsyncChatkeep``."""
+    from chatkeep.testing.aio import open_on_axis
 
-        return SyncOverAsync(url, **kwargs)
-    return Chatkeep(url, **kwargs)
+    return open_on_axis(url, api, **kwargs)
 
 
 def append_worker(url: str, session_id: str, worker: int, count: int, start: Any,
@@ -103,6 +102,12 @@ def chat_worker(url: str, session_id: str, worker: int, turns: int, start: Any,
         keep.close()
 
 
+def backend_pid(driver_connection: Any) -> int:
+    """The server process behind a driver's connection (psycopg, sync or async; asyncpg)."""
+    info = getattr(driver_connection, "info", None)
+    return int(info.backend_pid if info is not None else driver_connection.get_server_pid())
+
+
 def pg_dsn(url: str) -> str:
-    """The psycopg (libpq) form of a SQLAlchemy ``postgresql+psycopg://`` URL."""
-    return url.replace("postgresql+psycopg://", "postgresql://")
+    """The libpq form of a SQLAlchemy ``postgresql[+driver]://`` URL."""
+    return with_driver(url, None)

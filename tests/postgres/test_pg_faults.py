@@ -17,7 +17,7 @@ from typing import Any
 import openai
 import psycopg
 import pytest
-from pg_workers import SYSTEM, RangeSummarizer, compressor, parse_ranges, pg_dsn
+from pg_workers import SYSTEM, RangeSummarizer, backend_pid, compressor, parse_ranges, pg_dsn
 from sqlalchemy import Engine, event
 
 from chatkeep import Chatkeep, HistoryCompressor, Ref, StoreError, ToolCall
@@ -42,7 +42,7 @@ class Killer:
     def __call__(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         if self.killed is not None or not self.pattern.match(statement.lstrip()):
             return
-        pid = conn.connection.driver_connection.info.backend_pid  # psycopg, sync or async
+        pid = backend_pid(conn.connection.driver_connection)
         with psycopg.connect(self.dsn, autocommit=True) as admin:
             row = admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,)).fetchone()
         assert row is not None and row[0] is True

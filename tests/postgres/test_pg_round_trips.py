@@ -11,12 +11,14 @@ from typing import Any
 
 import psycopg
 import pytest
+from pg_workers import backend_pid, pg_dsn
 from sqlalchemy import event, select, update
 
 from chatkeep import Chatkeep, Ref, SessionClosed, SessionNotFound, Usage
 from chatkeep.messages import Role
 from chatkeep.store.connections import autocommits, transaction
 from chatkeep.store.schema import chat_messages, chat_sessions, chat_usage
+from chatkeep.testing.postgres import with_driver
 
 pytestmark = pytest.mark.postgres
 
@@ -153,7 +155,7 @@ def test_a_connection_killed_while_idle_is_replaced_before_use(
     session.add_user("hello")
     pids = pooled_backends(keep)
     assert pids
-    dsn = pg_schema_url.replace("postgresql+psycopg://", "postgresql://").split("?")[0]
+    dsn = pg_dsn(pg_schema_url).split("?")[0]
     with psycopg.connect(dsn, autocommit=True) as admin:
         for pid in pids:
             admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
@@ -164,22 +166,25 @@ def test_a_connection_killed_while_idle_is_replaced_before_use(
     assert not pids & pooled_backends(keep)
 
 
+@pytest.mark.parametrize("driver", ["asyncpg", "psycopg"])
 def test_an_async_connection_killed_while_idle_is_replaced_before_use(
-        pg_schema_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The same idle ping on the async engine (psycopg's async connection, checked out
-    inside the greenlet bridge)."""
+        pg_schema_url: str, monkeypatch: pytest.MonkeyPatch, driver: str) -> None:
+    """The same idle ping on the async engine (asyncpg, or psycopg's async connection,
+    checked out inside the greenlet bridge)."""
     import asyncio
 
     from chatkeep.aio import AsyncChatkeep
 
-    dsn = pg_schema_url.replace("postgresql+psycopg://", "postgresql://").split("?")[0]
+    dsn = pg_dsn(pg_schema_url).split("?")[0]
 
     async def scenario() -> list[str | None]:
-        async with AsyncChatkeep(pg_schema_url, dispatcher="inline") as akeep:
+        async with AsyncChatkeep(with_driver(pg_schema_url, driver),
+                                 dispatcher="inline") as akeep:
+            assert akeep.engine.dialect.driver == driver
             session = await akeep.sessions.create(Ref("organization", 7))
             await session.add_user("hello")
             idle = akeep.engine.sync_engine.pool._pool._queue._queue  # type: ignore[attr-defined]
-            pids = {r.dbapi_connection.driver_connection.info.backend_pid for r in list(idle)}
+            pids = {backend_pid(r.dbapi_connection.driver_connection) for r in list(idle)}
             assert pids
             with psycopg.connect(dsn, autocommit=True) as admin:
                 for pid in pids:

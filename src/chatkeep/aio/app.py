@@ -40,8 +40,8 @@ class KeepClosed(ChatkeepError):
 class AsyncChatkeep:
     """Async twin of ``Chatkeep``: same arguments, every I/O method awaited.
 
-    ``database_url``: ``sqlite:///file.db`` (run on aiosqlite) or
-    ``postgresql+psycopg://...`` (psycopg's async connection). ``model``: an
+    ``database_url``: ``sqlite:///file.db`` (run on aiosqlite) or ``postgresql://...``
+    (asyncpg; ``postgresql+psycopg://`` keeps psycopg's async connection). ``model``: an
     ``openai.AsyncOpenAI`` client or an ``AsyncChatModel``; a sync client is a
     ``ConfigError``. ``dispatcher``: ``"task"`` (the default: jobs as tasks on the loop),
     ``"inline"``, or a ``Dispatcher`` such as Celery's. ``embedder``: an ``AsyncEmbedder``

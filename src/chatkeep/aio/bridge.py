@@ -2,8 +2,8 @@
 
 chatkeep's core is written once, as plain synchronous code. The async API runs it
 inside a greenlet on the event loop (SQLAlchemy's asyncio bridge, ``greenlet_spawn``):
-whenever the core waits for the database (an async driver: aiosqlite, psycopg's async
-connection) or for a model (``openai.AsyncOpenAI`` through :class:`BridgedChatModel`),
+whenever the core waits for the database (an async driver: aiosqlite, asyncpg, psycopg's
+async connection) or for a model (``openai.AsyncOpenAI`` through :class:`BridgedChatModel`),
 the greenlet switches back to the loop, which awaits it; no thread is used and no rule,
 query or prompt exists twice. The price: a plug-in that blocks (a sync HTTP call in a
 custom summariser) blocks the loop, so the async API accepts only async model clients.

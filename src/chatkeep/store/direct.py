@@ -10,9 +10,10 @@ sends these statements straight to the driver:
 * SQLite (pysqlite, or aiosqlite under the async API): every append, with its tool-call
   plumbing, in one ``BEGIN IMMEDIATE`` ... ``COMMIT``; the history read in one deferred
   transaction (one WAL snapshot).
-* PostgreSQL (psycopg, sync or async, on an engine that autocommits): a plain append (no
-  tool plumbing) as the one-statement append, and the history read, each statement its
-  own transaction as on the Core path. Appends with tool plumbing take the Core path.
+* PostgreSQL (psycopg, sync or async, or asyncpg under the async API, on an engine that
+  autocommits): a plain append (no tool plumbing) as the one-statement append, and the
+  history read, each statement its own transaction as on the Core path. Appends with
+  tool plumbing take the Core path.
 * Both: a fold's compare-and-set of the summary, in a transaction of its own.
 
 The statements are the Core path's own objects (:mod:`chatkeep.store.statements`),
@@ -215,7 +216,26 @@ class _AsyncPsycopg(_Psycopg):
         await_only(self.db.execute(sql))
 
 
-_Driver = _Pysqlite | _Aiosqlite | _Psycopg | _AsyncPsycopg
+class _Asyncpg:
+    """Statements to an asyncpg connection, awaited from inside the bridge: one coroutine
+    per statement; asyncpg prepares each statement once per connection (its own cache)."""
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+
+    @property
+    def in_transaction(self) -> bool:
+        return bool(self.db.is_in_transaction())
+
+    def rows(self, sql: str, params: Any = ()) -> list[Any]:
+        rows: list[Any] = await_only(self.db.fetch(sql, *params))
+        return rows
+
+    def command(self, sql: str) -> None:
+        await_only(self.db.execute(sql))
+
+
+_Driver = _Pysqlite | _Aiosqlite | _Psycopg | _AsyncPsycopg | _Asyncpg
 
 
 # -- what both backends share --------------------------------------------------------------
@@ -227,8 +247,8 @@ class DirectPath:
 
     integrity_errors: type[Exception]
     """The driver's integrity error: passed through, for the append to explain."""
-    database_errors: type[Exception]
-    """The driver's base error: raised as ``StoreError``."""
+    database_errors: type[Exception] | tuple[type[Exception], ...]
+    """The driver's errors: raised as ``StoreError``."""
     write_begin = "BEGIN"
     """How a write transaction starts on this backend."""
 
@@ -295,8 +315,8 @@ class DirectPath:
     def _adapter(self, driver: Any) -> _Driver:
         raise NotImplementedError
 
-    def _broken(self, driver: Any) -> bool:
-        """Whether the driver connection is unusable after an error (then the pool drops
+    def _broken(self, driver: Any, error: Exception) -> bool:
+        """Whether the driver connection is unusable after ``error`` (then the pool drops
         it, and the next call connects afresh)."""
         return False
 
@@ -312,7 +332,7 @@ class DirectPath:
         except self.integrity_errors:
             raise
         except self.database_errors as exc:
-            if self._broken(driver):
+            if self._broken(driver, exc):
                 pooled.invalidate(exc)
             raise driver_error(exc) from exc
         except BaseException as exc:
@@ -470,25 +490,35 @@ class SqliteDirect(DirectPath):
 
 class PostgresDirect(DirectPath):
     """A plain append (the one-statement append) and the history read, on psycopg (sync,
-    or async under the async API), for an engine whose connections autocommit."""
+    or async under the async API) or asyncpg (the async API's default), for an engine
+    whose connections autocommit."""
 
     def __init__(self, engine: Engine) -> None:
-        import psycopg
-
         super().__init__(engine)
-        self.integrity_errors = psycopg.IntegrityError
-        self.database_errors = psycopg.Error
+        self.asyncpg = engine.dialect.driver == "asyncpg"
+        if self.asyncpg:
+            import asyncpg
+
+            self.integrity_errors = asyncpg.IntegrityConstraintViolationError
+            # a server's error, the client's (a closed connection), or the socket's
+            self.database_errors = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
+            self.server_errors = asyncpg.PostgresError
+        else:
+            import psycopg
+
+            self.integrity_errors = psycopg.IntegrityError
+            self.database_errors = psycopg.Error
         self.is_async = bool(engine.dialect.is_async)
         self.append_sql = {usage: compile_for_driver(statement, engine.dialect)
                            for usage, statement in PG_APPEND.items()}
 
     @staticmethod
     def serves(engine: Engine) -> bool:
-        """PostgreSQL on psycopg (sync, or async: the async API's engine), autocommitting
-        from connect (chatkeep's own engines do; then a statement is its own transaction,
-        as the Core path runs these)."""
-        return engine.dialect.name == "postgresql" and engine.dialect.driver == "psycopg" \
-            and autocommits(engine)
+        """PostgreSQL on psycopg (sync, or async) or asyncpg (the async API's engines),
+        autocommitting from connect (chatkeep's own engines do; then a statement is its
+        own transaction, as the Core path runs these)."""
+        return engine.dialect.name == "postgresql" \
+            and engine.dialect.driver in ("psycopg", "asyncpg") and autocommits(engine)
 
     def appends(self, batch: Batch) -> bool:
         """A batch without tool plumbing."""
@@ -510,9 +540,14 @@ class PostgresDirect(DirectPath):
         return new_messages(session, now, batch), session
 
     def _adapter(self, driver: Any) -> _Driver:
+        if self.asyncpg:
+            return _Asyncpg(driver)
         return _AsyncPsycopg(driver) if self.is_async else _Psycopg(driver)
 
-    def _broken(self, driver: Any) -> bool:
+    def _broken(self, driver: Any, error: Exception) -> bool:
+        if self.asyncpg:  # a client-side error, or the server ending the session
+            return bool(driver.is_closed() or not isinstance(error, self.server_errors)
+                        or str(getattr(error, "sqlstate", "")).startswith(("08", "57")))
         return bool(driver.closed or getattr(driver, "broken", False))
 
 

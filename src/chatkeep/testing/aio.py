@@ -24,8 +24,9 @@ from chatkeep.aio import AsyncChatkeep, AsyncChatSession
 from chatkeep.aio.bridge import bridge
 from chatkeep.llm.base import ChatModel, Completion, is_async_client
 from chatkeep.sessions import ChatSession
+from chatkeep.testing.postgres import with_driver
 
-__all__ = ["LoopThread", "SyncOverAsync", "async_twin_of"]
+__all__ = ["API_AXIS", "LoopThread", "SyncOverAsync", "async_twin_of", "open_on_axis"]
 
 
 class LoopThread:
@@ -209,3 +210,26 @@ class SyncOverAsync:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+API_AXIS = ("sync", "async", "async_psycopg")
+"""The test suite's ``api`` axis: the sync API, the async API on its default drivers
+(aiosqlite, asyncpg), and the async API on psycopg's async connection (PostgreSQL only)."""
+
+_AXIS_DRIVERS = {"async": "asyncpg", "async_psycopg": "psycopg"}
+
+
+def open_on_axis(database_url: str, api: str, **kwargs: Any) -> Any:
+    """A ``Chatkeep`` for ``api="sync"``, else a :class:`SyncOverAsync` whose PostgreSQL
+    URL names the axis' async driver."""
+    if api not in API_AXIS:
+        raise ValueError(f"api must be one of {API_AXIS}, got {api!r}")
+    if api == "sync":
+        from chatkeep.app import Chatkeep
+
+        return Chatkeep(database_url, **kwargs)
+    if database_url.startswith("postgresql"):
+        database_url = with_driver(database_url, _AXIS_DRIVERS[api])
+    elif api == "async_psycopg":
+        raise ValueError("the async_psycopg axis is PostgreSQL's")
+    return SyncOverAsync(database_url, **kwargs)

@@ -8,7 +8,15 @@ from contextlib import contextmanager
 
 
 def _dsn(url: str) -> str:
-    return url.replace("postgresql+psycopg://", "postgresql://")
+    return with_driver(url, None)
+
+
+def with_driver(url: str, driver: str | None) -> str:
+    """``url`` naming ``driver`` (``"asyncpg"``: ``postgresql+asyncpg://...``), or no
+    driver at all for ``None`` (a libpq DSN)."""
+    scheme, sep, rest = url.partition("://")
+    backend = scheme.split("+")[0]
+    return f"{backend}+{driver}{sep}{rest}" if driver else f"{backend}{sep}{rest}"
 
 
 @contextmanager
