@@ -129,11 +129,23 @@ def compile_for_driver(statement: Any, dialect: Any) -> Compiled:
 
 # -- the drivers ---------------------------------------------------------------------------
 
-class _Pysqlite:
+class _Adapter:
+    """One driver connection, as the direct path uses it: ``rows`` and ``command`` (and for
+    SQLite ``many``), ``in_transaction``, and whether an error left it ``broken``."""
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+
+    def broken(self, error: Exception) -> bool:
+        """Whether the connection is unusable after ``error`` (then the pool drops it,
+        and the next call connects afresh)."""
+        return False
+
+
+class _Pysqlite(_Adapter):
     """Statements straight to a ``sqlite3`` connection."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
+    db: sqlite3.Connection
 
     @property
     def in_transaction(self) -> bool:
@@ -152,13 +164,10 @@ class _Pysqlite:
             self.db.executemany(sql, rows)
 
 
-class _Aiosqlite:
+class _Aiosqlite(_Adapter):
     """Statements to an aiosqlite connection, awaited from inside the async bridge: one
     hop to its thread per statement (``execute_fetchall``), where SQLAlchemy's adapter
     makes four (cursor, execute, fetch, close)."""
-
-    def __init__(self, db: Any) -> None:
-        self.db = db
 
     @property
     def in_transaction(self) -> bool:
@@ -175,12 +184,12 @@ class _Aiosqlite:
             await_only(self.db.execute_fetchall(sql, row))
 
 
-class _Psycopg:
+class _Psycopg(_Adapter):
     """Statements straight to a psycopg connection (autocommit: each its own
     transaction, unless a ``BEGIN`` opened one)."""
 
-    def __init__(self, db: Any) -> None:
-        self.db = db
+    def broken(self, error: Exception) -> bool:
+        return bool(self.db.closed or getattr(self.db, "broken", False))
 
     @property
     def in_transaction(self) -> bool:
@@ -216,12 +225,16 @@ class _AsyncPsycopg(_Psycopg):
         await_only(self.db.execute(sql))
 
 
-class _Asyncpg:
+class _Asyncpg(_Adapter):
     """Statements to an asyncpg connection, awaited from inside the bridge: one coroutine
     per statement; asyncpg prepares each statement once per connection (its own cache)."""
 
-    def __init__(self, db: Any) -> None:
-        self.db = db
+    def broken(self, error: Exception) -> bool:
+        """Closed, a client-side error, or the server ending the session."""
+        import asyncpg
+
+        return bool(self.db.is_closed() or not isinstance(error, asyncpg.PostgresError)
+                    or str(getattr(error, "sqlstate", "")).startswith(("08", "57")))
 
     @property
     def in_transaction(self) -> bool:
@@ -233,9 +246,6 @@ class _Asyncpg:
 
     def command(self, sql: str) -> None:
         await_only(self.db.execute(sql))
-
-
-_Driver = _Pysqlite | _Aiosqlite | _Psycopg | _AsyncPsycopg | _Asyncpg
 
 
 # -- what both backends share --------------------------------------------------------------
@@ -251,6 +261,8 @@ class DirectPath:
     """The driver's errors: raised as ``StoreError``."""
     write_begin = "BEGIN"
     """How a write transaction starts on this backend."""
+    adapter: type[_Adapter]
+    """The engine's driver, as the direct path uses it."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -312,27 +324,19 @@ class DirectPath:
     def _reading(self, db: Any, work: Callable[[], T]) -> T:
         return work()
 
-    def _adapter(self, driver: Any) -> _Driver:
-        raise NotImplementedError
-
-    def _broken(self, driver: Any, error: Exception) -> bool:
-        """Whether the driver connection is unusable after ``error`` (then the pool drops
-        it, and the next call connects afresh)."""
-        return False
-
     @contextmanager
     def _connection(self) -> Iterator[Any]:
         try:
             pooled = self.engine.raw_connection()
         except SQLAlchemyError as exc:
             raise store_error(exc) from exc
-        driver = pooled.driver_connection
+        db = self.adapter(pooled.driver_connection)
         try:
-            yield self._adapter(driver)
+            yield db
         except self.integrity_errors:
             raise
         except self.database_errors as exc:
-            if self._broken(driver, exc):
+            if db.broken(exc):
                 pooled.invalidate(exc)
             raise driver_error(exc) from exc
         except BaseException as exc:
@@ -391,6 +395,7 @@ class SqliteDirect(DirectPath):
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)
         dialect = engine.dialect
+        self.adapter = _Pysqlite if dialect.driver == "pysqlite" else _Aiosqlite
         quote = dialect.identifier_preparer.quote
 
         def insert_sql(table: Any, names: Sequence[str]) -> tuple[str, _Processors]:
@@ -428,10 +433,6 @@ class SqliteDirect(DirectPath):
 
     def _reading(self, db: Any, work: Callable[[], T]) -> T:
         return self._in_transaction(db, "BEGIN", work)
-
-    def _adapter(self, driver: Any) -> _Driver:
-        return _Pysqlite(driver) if isinstance(driver, sqlite3.Connection) \
-            else _Aiosqlite(driver)
 
     def _write(self, db: _Pysqlite | _Aiosqlite, session_id: str, batch: Batch,
                now: datetime) -> tuple[list[Message], SessionRow]:
@@ -495,20 +496,19 @@ class PostgresDirect(DirectPath):
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)
-        self.asyncpg = engine.dialect.driver == "asyncpg"
-        if self.asyncpg:
+        if engine.dialect.driver == "asyncpg":
             import asyncpg
 
+            self.adapter = _Asyncpg
             self.integrity_errors = asyncpg.IntegrityConstraintViolationError
             # a server's error, the client's (a closed connection), or the socket's
             self.database_errors = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
-            self.server_errors = asyncpg.PostgresError
         else:
             import psycopg
 
+            self.adapter = _AsyncPsycopg if engine.dialect.is_async else _Psycopg
             self.integrity_errors = psycopg.IntegrityError
             self.database_errors = psycopg.Error
-        self.is_async = bool(engine.dialect.is_async)
         self.append_sql = {usage: compile_for_driver(statement, engine.dialect)
                            for usage, statement in PG_APPEND.items()}
 
@@ -538,17 +538,6 @@ class PostgresDirect(DirectPath):
             raise append_error(exc, batch) from None
         session = self.session(found[0])
         return new_messages(session, now, batch), session
-
-    def _adapter(self, driver: Any) -> _Driver:
-        if self.asyncpg:
-            return _Asyncpg(driver)
-        return _AsyncPsycopg(driver) if self.is_async else _Psycopg(driver)
-
-    def _broken(self, driver: Any, error: Exception) -> bool:
-        if self.asyncpg:  # a client-side error, or the server ending the session
-            return bool(driver.is_closed() or not isinstance(error, self.server_errors)
-                        or str(getattr(error, "sqlstate", "")).startswith(("08", "57")))
-        return bool(driver.closed or getattr(driver, "broken", False))
 
 
 def direct_path(engine: Engine) -> DirectPath | None:

@@ -22,6 +22,7 @@ import openai
 
 from chatkeep.aio import AsyncChatkeep, AsyncChatSession
 from chatkeep.aio.bridge import bridge
+from chatkeep.app import Chatkeep
 from chatkeep.llm.base import ChatModel, Completion, is_async_client
 from chatkeep.sessions import ChatSession
 from chatkeep.testing.postgres import with_driver
@@ -225,8 +226,6 @@ def open_on_axis(database_url: str, api: str, **kwargs: Any) -> Any:
     if api not in API_AXIS:
         raise ValueError(f"api must be one of {API_AXIS}, got {api!r}")
     if api == "sync":
-        from chatkeep.app import Chatkeep
-
         return Chatkeep(database_url, **kwargs)
     if database_url.startswith("postgresql"):
         database_url = with_driver(database_url, _AXIS_DRIVERS[api])

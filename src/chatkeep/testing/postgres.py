@@ -7,10 +7,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 
-def _dsn(url: str) -> str:
-    return with_driver(url, None)
-
-
 def with_driver(url: str, driver: str | None) -> str:
     """``url`` naming ``driver`` (``"asyncpg"``: ``postgresql+asyncpg://...``), or no
     driver at all for ``None`` (a libpq DSN)."""
@@ -26,13 +22,14 @@ def scratch_schema(url: str, prefix: str = "ck") -> Iterator[str]:
     import psycopg
 
     schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(_dsn(url), autocommit=True) as conn:
+    dsn = with_driver(url, None)
+    with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
     sep = "&" if "?" in url else "?"
     try:
         yield f"{url}{sep}options=-csearch_path%3D{schema}"
     finally:
-        with psycopg.connect(_dsn(url), autocommit=True) as conn:
+        with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                 "WHERE pid <> pg_backend_pid() AND query LIKE %s", (f"%{schema}%",))
