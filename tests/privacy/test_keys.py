@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import openai
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 from typer.testing import CliRunner
 
 from chatkeep import Chatkeep, PrivacyError, Ref
@@ -50,8 +50,11 @@ def seed(keep: Chatkeep, server: FakeOpenAIServer) -> str:
 
 
 @pytest.mark.sync_api  # reads stored blobs with the engine
-def test_plain_vaults_keep_working_when_a_key_is_set_and_rekey_seals_them(
-        make_keep: Callable[..., Chatkeep], db_url: str) -> None:
+def test_plain_vaults_are_refused_once_a_key_is_set_until_rekey_seals_them(
+        make_keep: Callable[..., Chatkeep], db_url: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain vault skips Fernet's integrity check, so with a key set only the explicit
+    migration (``chatkeep privacy rekey``) reads one; everything else refuses it."""
     with FakeOpenAIServer() as server:
         plain = deployment(make_keep, None, server)
         session_id = seed(plain, server)
@@ -62,15 +65,42 @@ def test_plain_vaults_keep_working_when_a_key_is_set_and_rekey_seals_them(
         sealed = deployment(make_keep, key, server)
         session = sealed.sessions.get(session_id)
         session.add_user(f"And copy {EMAIL} on the reply.")
-        history = sealed.compressor.build_history(session, "sys")  # no PrivacyError
-        assert EMAIL not in str(history) and "<EMAIL_1>" in str(history)
+        with pytest.raises(PrivacyError, match="chatkeep privacy rekey"):
+            sealed.compressor.build_history(session, "sys")
+        with pytest.raises(PrivacyError, match="chatkeep privacy rekey"):
+            sealed.privacy.restore(session, "<EMAIL_1>")
 
-        report = rekey(sealed.repository, sealed.memory.store, key)
-        assert (report.vaults_resealed, report.memories_resealed) == (1, 1)
+        monkeypatch.setenv("CHATKEEP_PRIVACY__ENCRYPTION_KEY", key)
+        result = CliRunner().invoke(app, ["privacy", "rekey", "--db", db_url])
+        assert result.exit_code == 0, result.output
+        assert "vaults: 1 re-sealed" in result.output and "memories: 1 re-sealed" in result.output
         assert all(is_sealed(b) for b in stored_blobs(sealed))
         assert all(unseal(b, key) is not None for b in stored_blobs(sealed))
+        history = sealed.compressor.build_history(sealed.sessions.get(session_id), "sys")
+        assert EMAIL not in str(history) and "<EMAIL_1>" in str(history)
         again = rekey(sealed.repository, sealed.memory.store, key)
         assert (again.vaults_current, again.memories_current) == (1, 1)
+
+
+@pytest.mark.sync_api  # plants a row with the engine
+def test_a_planted_plain_vault_is_refused_with_a_key(
+        make_keep: Callable[..., Chatkeep]) -> None:
+    """Someone who can write the table but lacks the key plants a plain vault mapping
+    ``<EMAIL_1>`` to their own address: the application must not restore it."""
+    with FakeOpenAIServer() as server:
+        keep = deployment(make_keep, new_key(), server)
+        session_id = seed(keep, server)
+        planted = ('{"format":"chatkeep.pii-vault","version":1,"entries":'
+                   '[["<EMAIL_1>","EMAIL","evil@example.com","evil@example.com"]]}')
+        with keep.engine.begin() as conn:
+            conn.execute(update(chat_sessions).where(chat_sessions.c.id == session_id)
+                         .values(pii_vault=planted))
+        session = keep.sessions.get(session_id)
+        with pytest.raises(PrivacyError, match="chatkeep privacy rekey"):
+            keep.privacy.restore(session, "Write to <EMAIL_1>.")
+        session.add_user("Any news?")
+        with pytest.raises(PrivacyError, match="chatkeep privacy rekey"):
+            keep.compressor.build_history(session, "sys")
 
 
 @pytest.mark.sync_api  # reads stored blobs with the engine

@@ -128,11 +128,23 @@ def test_encrypted_blob_without_key_is_a_privacy_error() -> None:
         unseal(seal(_vault(), new_key()), None)
 
 
-def test_a_plain_vault_reads_once_a_key_is_configured_and_reseals() -> None:
-    """Turning encryption on must not break the sessions whose vaults were stored plain."""
+def test_a_plain_vault_is_refused_once_a_key_is_configured() -> None:
+    """A plain vault skips Fernet's integrity check: with a key set, one planted in the
+    database must not be read (it could map a placeholder to the planter's value)."""
+    key = new_key()
+    planted = (' {"format":"chatkeep.pii-vault","version":1,"entries":'
+               '[["<EMAIL_1>","EMAIL","evil@x.com","evil@x.com"]]}')
+    for plain in (seal(_vault(), None), planted):
+        with pytest.raises(PrivacyError, match="chatkeep privacy rekey"):
+            unseal(plain, key)
+    assert unseal(seal(_vault(), None), None).items() == _vault().items()  # no key: plain
+
+
+def test_rekey_reads_a_plain_vault_and_seals_it() -> None:
+    """Turning encryption on: the explicit migration (``reseal``) still reads plain vaults."""
     plain = seal(_vault(), None)
     key = new_key()
-    assert unseal(plain, key).items() == _vault().items()
+    assert unseal(plain, key, allow_plain=True).items() == _vault().items()
     sealed = reseal(plain, key)
     assert sealed is not None and is_sealed(sealed)
     assert unseal(sealed, key).items() == _vault().items()

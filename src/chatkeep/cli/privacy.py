@@ -1,4 +1,5 @@
-"""``chatkeep privacy rekey``: seal every stored PII mapping with the newest key."""
+"""``chatkeep privacy rekey``: seal every stored PII mapping with the newest key (the only
+reader of plain mappings once a key is configured)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ privacy_app = typer.Typer(help="Operate on stored personal-data mappings.",
 @privacy_app.command("rekey")
 def rekey_command(db: DbOption = DEFAULT_DB, config: ConfigOption = None) -> None:
     """Re-seal session vaults and memories' values with the newest privacy.encryption_key
-    (keys comma-separated, newest first): after turning encryption on, or rotating."""
+    (keys comma-separated, newest first): after turning encryption on, or rotating.
+    With a key set, mappings stored plain are refused everywhere else (a plain one has
+    no integrity check): this migration is the one place that reads and seals them."""
     with open_keep(db, config) as keep:
         key = keep.config.privacy.encryption_key
         count = total(keep.repository, keep.memory.store)

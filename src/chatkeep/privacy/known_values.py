@@ -6,17 +6,32 @@ would let the number out raw. So every value in a session's vault is also matche
 literally in outgoing text, in the forms people and models rewrite it to: other
 spacing and separators, digits only (with or without the country code or trunk 0),
 other case. Patterns are plain sequences with bounded separator runs: linear time.
+
+Values also come back in other *surface forms*: JSON-escaped in tool results, percent-encoded
+in URLs, without accents, in any case, surname first, in fullwidth characters. So each entry
+has, besides its literal pattern (run on the text as written), surface patterns run on the
+text's normalised view (:mod:`chatkeep.privacy.surface`) and mapped back to its offsets.
+One-word names stay case-sensitive there (a name can be a word): a match counts only when
+written as the value, title or upper case, accents aside. On an ASCII text with nothing
+to decode the view is the text lower-cased, where the surface patterns find everything the
+literal ones would, so only they run: the common case costs one pass per entry, and every
+surface pattern starts with a literal text (the boundary check placed after it) so the
+regular expression engine searches for that text instead of trying every position.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import phonenumbers
 
 from chatkeep.privacy.base import Span
+from chatkeep.privacy.surface import SurfaceView, cased_form, normalize, surface_view
 
-__all__ = ["KNOWN_VALUE_SCORE", "find_literal", "literal_pattern"]
+__all__ = ["KNOWN_VALUE_SCORE", "KnownValue", "find_known_values", "find_literal",
+           "known_value", "literal_pattern", "surface_patterns"]
 
 #: Score of a literal match: above any recognizer's, so on a tie with a detection of the
 #: same value the vault's own entry (and so its placeholder) wins.
@@ -28,6 +43,58 @@ _ID_TYPES = frozenset({"CREDIT_CARD", "IBAN", "US_SSN", "ES_NIF", "UK_NINO"})
 _NAME_TYPES = frozenset({"PERSON", "LOCATION"})
 _SEPARATOR = r"[ \t\-.\u00a0\u202f]{0,3}"
 _PHONE_SEPARATOR = r"[ \t\-.()\u00a0\u202f]{0,3}"
+#: Between the words of a name in the view: whitespace, or "+" (a space in a URL query).
+_NAME_GAP = r"[\s+]+"
+#: Between the surname and the rest when written first: a comma, or just a gap.
+_SURNAME_GAP = r"(?:[\s+]*,[\s+]*|[\s+]+)"
+
+
+@dataclass(frozen=True, slots=True)
+class KnownValue:
+    """One vault entry's patterns: ``literal`` for the text as written, ``surface`` for its
+    normalised view; ``cased`` (one-word names) the forms a view match must have once
+    decoded, accents aside, to count."""
+
+    entity_type: str
+    canonical: str
+    literal: re.Pattern[str] | None
+    surface: tuple[re.Pattern[str], ...]
+    cased: frozenset[str] | None = None
+
+    def find(self, text: str, view: SurfaceView) -> Iterator[Span]:
+        """Spans of ``text`` (whose view is ``view``) holding this value in any form."""
+        # On a plain text the surface patterns find all the literal one would.
+        if self.literal is not None and not (view.plain and self.surface):
+            yield from find_literal(self.literal, text, self.entity_type, self.canonical)
+        for pattern in self.surface:
+            for match in pattern.finditer(view.text):
+                start, end = view.span(match.start(), match.end())
+                raw = text[start:end]
+                if self.cased is not None and cased_form(raw) not in self.cased:
+                    continue
+                yield Span(start, end, self.entity_type, raw, KNOWN_VALUE_SCORE,
+                           self.canonical)
+
+
+def known_value(entity_type: str, canonical: str, value: str) -> KnownValue | None:
+    """The patterns of a vault entry, or ``None`` when it is too short to match safely."""
+    literal = literal_pattern(entity_type, canonical, value)
+    surface, cased = surface_patterns(entity_type, canonical, value)
+    if literal is None and not surface:
+        return None
+    return KnownValue(entity_type, canonical, literal, surface, cased)
+
+
+def find_known_values(known: Sequence[KnownValue], text: str) -> list[Span]:
+    """Spans of ``text`` holding any of ``known`` in any form (the view is read once, and
+    only when there is something to look for). Spans may overlap."""
+    if not known or not text:
+        return []
+    view = surface_view(text)
+    spans: list[Span] = []
+    for entry in known:
+        spans.extend(entry.find(text, view))
+    return list(dict.fromkeys(spans))  # literal and surface patterns often agree
 
 
 def literal_pattern(entity_type: str, canonical: str, value: str) -> re.Pattern[str] | None:
@@ -64,6 +131,64 @@ def literal_pattern(entity_type: str, canonical: str, value: str) -> re.Pattern[
     if entity_type == "IP_ADDRESS":
         return re.compile(rf"(?<![\w.:])(?:{body})(?![\w:]|\.\d)", re.IGNORECASE)
     return re.compile(body, re.IGNORECASE)
+
+
+def surface_patterns(entity_type: str, canonical: str, value: str
+                     ) -> tuple[tuple[re.Pattern[str], ...], frozenset[str] | None]:
+    """The patterns matching ``value`` in a normalised view (with the literal patterns'
+    separator tolerance), and for a one-word name the case forms a match must have."""
+    if entity_type == "PHONE":
+        variants = _phone_variants(canonical, value)
+        return ((_phone_surface(variants),) if variants else ()), None
+    if entity_type in _ID_TYPES:
+        skeleton = [c for c in normalize(canonical) if c.isalnum()]
+        if len(skeleton) < MIN_LITERAL_CHARS:
+            return (), None
+        body = _SEPARATOR.join(re.escape(c) for c in skeleton[1:])
+        head = _opening(skeleton[0], "[0-9A-Za-z]")
+        return (re.compile(rf"{head}{_SEPARATOR}{body}(?![0-9A-Za-z])"),), None
+    text = value.strip()
+    words = normalize(text).split()
+    if len(" ".join(words)) < MIN_LITERAL_CHARS:
+        return (), None
+    if entity_type in _NAME_TYPES:
+        if len(words) == 1:
+            cased = frozenset(cased_form(f) for f in (text, text.title(), text.upper()))
+            return (re.compile(_opening(words[0], r"\w") + r"(?!\w)"),), cased
+        forward = _opening(words[0], r"\w") + "".join(
+            _NAME_GAP + re.escape(w) for w in words[1:])
+        surname_first = _opening(words[-1], r"\w") + _SURNAME_GAP + _NAME_GAP.join(
+            re.escape(w) for w in words[:-1])
+        return (re.compile(forward + r"(?!\w)"), re.compile(surname_first + r"(?!\w)")), None
+    rest = "".join(r"\s+" + re.escape(w) for w in words[1:])
+    if entity_type == "EMAIL":
+        return (re.compile(_opening(words[0], r"[\w.+%-]") + rest + r"(?![\w-])"),), None
+    if entity_type == "IP_ADDRESS":
+        return (re.compile(_opening(words[0], r"[\w.:]") + rest + r"(?![\w:]|\.\d)"),), None
+    return (re.compile(re.escape(words[0]) + rest),), None
+
+
+def _opening(word: str, before: str) -> str:
+    """``word``, not preceded by a character of class ``before``. The check comes after the
+    word (a lookbehind over it), so the pattern starts with literal text the regular
+    expression engine searches for quickly, instead of trying the check everywhere."""
+    return rf"{re.escape(word)}(?<!{before}[\s\S]{{{len(word)}}})"
+
+
+def _phone_surface(variants: set[str]) -> re.Pattern[str]:
+    """:func:`literal_pattern`'s phone pattern, rewritten (same matches, in the same order
+    of preference) so that every branch starts with a literal character: the engine then
+    skips to the next digit or ``+`` instead of trying the pattern at every position."""
+    gap = _PHONE_SEPARATOR
+    ordered = sorted(variants, key=len, reverse=True)
+    body = "|".join(gap.join(v) for v in ordered)
+    country = rf"{gap}\d{{1,3}}{gap}"
+    guard = r"(?<![\d+][\s\S])"
+    branches = [rf"\+{guard}(?:(?:\+|00|011){country})?(?:{body})",
+                rf"\+{guard}{country}(?:{body})",
+                rf"0{guard}(?:0|11){country}(?:{body})"]
+    branches += [v[0] + guard + gap + gap.join(v[1:]) for v in ordered]
+    return re.compile("(?:" + "|".join(branches) + r")(?!\d)")
 
 
 def find_literal(pattern: re.Pattern[str], text: str, entity_type: str,

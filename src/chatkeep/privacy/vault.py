@@ -3,19 +3,21 @@
 One vault per conversation: the same value always gets the same placeholder,
 across turns, so the model can still tell who is who. The vault holds the real
 values, so at rest it is sealed with Fernet (``chatkeep[encryption]``) when a
-key is configured.
+key is configured. Once one is, a plain vault is refused: plain JSON carries no
+integrity check, so one planted in the database could map a placeholder to any value.
+Only the explicit migration, ``chatkeep privacy rekey`` (:func:`reseal`), reads the
+plain vaults stored before encryption was turned on, and seals them.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import TYPE_CHECKING, Any
 
 from chatkeep.errors import PrivacyError
 from chatkeep.privacy.base import ENTITY_TYPE_RE, Span
 from chatkeep.privacy.escaping import format_placeholder
-from chatkeep.privacy.known_values import find_literal, literal_pattern
+from chatkeep.privacy.known_values import KnownValue, find_known_values, known_value
 from chatkeep.privacy.normalize import canonical_value
 
 if TYPE_CHECKING:
@@ -41,7 +43,7 @@ class PlaceholderVault:
         self._values: dict[str, str] = {}
         self._entries: list[tuple[str, str, str, str]] = []
         self._counts: dict[str, int] = {}
-        self._patterns: list[tuple[re.Pattern[str], str, str]] = []
+        self._patterns: list[KnownValue] = []
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -65,12 +67,11 @@ class PlaceholderVault:
 
     def find_known(self, text: str) -> list[Span]:
         """Where values already in this vault reappear in ``text``, whatever surrounds them
-        (matched literally, in their rewritten forms: see ``chatkeep.privacy.known_values``).
-        Spans may overlap; the redactor resolves them with the detector's."""
-        spans: list[Span] = []
-        for pattern, entity_type, canonical in self._patterns:
-            spans.extend(find_literal(pattern, text, entity_type, canonical))
-        return spans
+        (matched literally, in their rewritten forms, and in other surface forms: escaped,
+        percent-encoded, without accents, surname first...; see
+        ``chatkeep.privacy.known_values``). Spans may overlap; the redactor resolves them
+        with the detector's."""
+        return find_known_values(self._patterns, text)
 
     def entries(self) -> list[tuple[str, str, str]]:
         """``(entity type, canonical value, value)`` of every entry, in allocation order."""
@@ -120,9 +121,9 @@ class PlaceholderVault:
         self._values[placeholder] = value
         self._entries.append((placeholder, entity_type, canonical, value))
         self._counts[entity_type] = max(self._counts.get(entity_type, 0), n)
-        pattern = literal_pattern(entity_type, canonical, value)
-        if pattern is not None:
-            self._patterns.append((pattern, entity_type, canonical))
+        known = known_value(entity_type, canonical, value)
+        if known is not None:
+            self._patterns.append(known)
 
 
 def _entries(document: Any) -> list[tuple[str, str, str, str]]:
@@ -165,16 +166,23 @@ def is_sealed(blob: str) -> bool:
     return not blob.lstrip().startswith("{")
 
 
-def unseal(blob: str, key: str | None) -> PlaceholderVault:
+def unseal(blob: str, key: str | None, *, allow_plain: bool = False) -> PlaceholderVault:
     """Inverse of :func:`seal` with the same key (or any of the keys, for rotation).
 
-    A plain vault reads with or without a key, so configuring a key on a deployment whose
-    vaults were stored plain breaks nothing: each is sealed on its next write (or at once
-    by ``chatkeep privacy rekey``). Raises PrivacyError when the blob is encrypted but no
-    key is given, when none of the keys decrypts it (wrong key, tampering), or when the
-    ``cryptography`` package is missing.
+    With a key, a plain vault is refused: it skips Fernet's integrity check, so whoever can
+    write the table could plant one. Vaults stored plain before the key was configured are
+    read only by the migration, ``chatkeep privacy rekey``, which passes ``allow_plain``
+    (see :func:`reseal`). Raises PrivacyError for a plain vault with a key (unless
+    ``allow_plain``), when the blob is encrypted but no key is given, when none of the
+    keys decrypts it (wrong key, tampering), or when ``cryptography`` is missing.
     """
     if not is_sealed(blob):
+        if key is not None and not allow_plain:
+            raise PrivacyError(
+                "the placeholder vault is stored unencrypted but privacy.encryption_key is "
+                "set, so it is refused (a plain vault has no integrity check); if it was "
+                "stored before encryption was turned on, seal it with `chatkeep privacy "
+                "rekey`")
         return PlaceholderVault.from_json(blob)
     if key is None:
         raise PrivacyError("the placeholder vault is encrypted; configure its key")
@@ -193,8 +201,9 @@ def unseal(blob: str, key: str | None) -> PlaceholderVault:
 
 def reseal(blob: str, key: str) -> str | None:
     """``blob`` sealed with the newest of ``key``'s keys, or ``None`` when it already is
-    (what ``chatkeep privacy rekey`` writes)."""
-    vault = unseal(blob, key)
+    (what ``chatkeep privacy rekey`` writes). The one reader of plain vaults once a key is
+    configured: it is the explicit migration to encryption."""
+    vault = unseal(blob, key, allow_plain=True)
     if is_sealed(blob) and _opens(_keys(key)[0], blob):
         return None
     return seal(vault, key)
