@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
+import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
@@ -112,5 +115,42 @@ def test_each_migration_steps_down_and_up_keeping_the_data(db_url: str) -> None:
     keep = Chatkeep(db_url)
     assert [m.content for m in keep.sessions.get(session.id).messages] == [
         "survives schema changes"]
+    keep.close()
+    engine.dispose()
+
+
+def test_0008_marks_the_sessions_that_already_redacted_as_protected(db_url: str) -> None:
+    """``pii_protected`` arrives false, except on sessions holding a vault: those redacted
+    before, so a worker with default config must keep redacting them."""
+    engine = make_engine(db_url)
+    migrate.upgrade(engine, "0007_memory_generations")
+    now = datetime.now(UTC)
+    names = ("id", "tenant_type", "tenant_id", "tenant_id_int", "anonymize_pii",
+             "total_tokens", "last_seq", "summary_watermark", "summary_version",
+             "distilled_through", "distil_version", "pii_vault", "pii_vault_version")
+    sessions = sa.table("chat_sessions", *(sa.column(n) for n in names),
+                        sa.column("last_message_at", sa.DateTime(timezone=True)),
+                        sa.column("created_at", sa.DateTime(timezone=True)),
+                        sa.column("metadata", sa.JSON()))
+    with engine.begin() as conn:
+        for id_, vault in (("with-vault", "sealed"), ("without", None)):
+            conn.execute(sa.insert(sessions).values(
+                id=id_, tenant_type="organization", tenant_id="1", tenant_id_int=True,
+                anonymize_pii=True, total_tokens=0, last_seq=0, summary_watermark=0,
+                summary_version=0, distilled_through=0, distil_version=0, pii_vault=vault,
+                pii_vault_version=1 if vault else 0, last_message_at=now, created_at=now,
+                metadata={}))
+    migrate.upgrade(engine)
+    protected = sa.table("chat_sessions", sa.column("id"), sa.column("pii_protected"))
+    with engine.connect() as conn:
+        rows = dict(conn.execute(sa.select(protected.c.id, protected.c.pii_protected)).all())
+    assert {k: bool(v) for k, v in rows.items()} == {"with-vault": True, "without": False}
+    migrate.downgrade(engine, "0007_memory_generations")
+    assert "pii_protected" not in {c["name"] for c in inspect(engine).get_columns(
+        "chat_sessions")}
+    migrate.upgrade(engine)
+    keep = Chatkeep(db_url, create_schema=False)
+    assert keep.sessions.get("with-vault").row.pii_protected
+    assert not keep.sessions.get("without").row.pii_protected
     keep.close()
     engine.dispose()

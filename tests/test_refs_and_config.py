@@ -19,13 +19,58 @@ def test_ref_validates_type_and_id() -> None:
 
 
 def test_ref_parse_and_round_trip_columns() -> None:
-    assert Ref.parse("user:42") == Ref("user", 42)
-    assert Ref.parse("user:u-42") == Ref("user", "u-42")
+    assert Ref.parse("user:42").id == 42 and Ref.parse("user:u-42").id == "u-42"
     with pytest.raises(InvalidReference):
         Ref.parse("no-colon")
-    ref = Ref("org", 99)
-    assert Ref.from_columns(ref.type, ref.id_text, ref.id_is_int) == ref
+    for ref in (Ref("org", 99), Ref("org", "99")):
+        again = Ref.from_columns(ref.type, ref.id_text, ref.id_is_int)
+        assert again == ref and again is not None and type(again.id) is type(ref.id)
     assert Ref.from_columns(None, None, None) is None
+
+
+def test_refs_compare_canonically_as_they_are_stored() -> None:
+    """``Ref("org", 1)`` and ``Ref("org", "1")`` are one tenant in the database (ids are
+    stored as text), so they are one in Python too: equal, same hash, one set element."""
+    assert Ref("org", 1) == Ref("org", "1") and hash(Ref("org", 1)) == hash(Ref("org", "1"))
+    assert len({Ref("org", 1), Ref("org", "1")}) == 1
+    assert {Ref("org", 1): "a"}[Ref("org", "1")] == "a"
+    assert Ref("org", 1) != Ref("org", "01") and Ref("org", 1) != Ref("team", 1)
+    assert Ref("org", 1) != Ref("org", 2) and Ref("org", 1) != "org:1"
+    assert Ref("org", 1).id_text == Ref("org", "1").id_text == "1"
+
+
+class _Tenant:
+    def __init__(self, type_: object, id_: object) -> None:
+        self.type, self.id = type_, id_
+
+
+@pytest.mark.parametrize("value", [
+    Ref("organization", 7), "organization:7", {"type": "organization", "id": 7},
+    {"type": "organization", "id": "7", "name": "Acme"}, _Tenant("organization", 7),
+    _Tenant("organization", "7"),
+])
+def test_ref_coerce_accepts_every_way_a_run_context_names_a_tenant(value: object) -> None:
+    ref = Ref.coerce(value)
+    assert isinstance(ref, Ref) and ref == Ref("organization", 7)
+    assert str(ref) == "organization:7"
+
+
+def test_ref_coerce_keeps_a_ref_and_the_id_type() -> None:
+    ref = Ref("organization", "7")
+    assert Ref.coerce(ref) is ref
+    assert Ref.coerce({"type": "matter", "id": "M-1"}).id == "M-1"
+    assert Ref.coerce("organization:007") != Ref("organization", 7)  # text names what it says
+
+
+@pytest.mark.parametrize("value", [
+    None, 7, True, 1.5, b"organization:7", "organization", "organization:", ":7", "",
+    {"type": "organization"}, {"id": 7}, {"type": "", "id": 7}, {"type": "org", "id": None},
+    {"type": "org", "id": True}, {"type": 1, "id": 7}, ["organization", 7],
+    ("organization", 7), _Tenant("organization", None), _Tenant(None, 7), object(),
+])
+def test_ref_coerce_refuses_what_names_no_tenant(value: object) -> None:
+    with pytest.raises(InvalidReference):
+        Ref.coerce(value)
 
 
 def test_config_defaults_and_dict() -> None:

@@ -133,8 +133,10 @@ def import_messages(keep: Chatkeep, messages: Iterable[ImportedMessage], tenant:
     batch = prepare_batch([m.draft for m in messages], keep.counter)
     if not batch:
         raise InvalidMessage("no messages to import")
+    # Imported under the application switch: protected like any session created under it.
+    protected = keep.config.privacy.anonymize_pii and bool(values["anonymize_pii"])
     _, row = keep.repository.create_session_with_messages(tenant, actor, subject, batch,
-                                                          **values)
+                                                          pii_protected=protected, **values)
     return ChatSession(keep.repository, row, keep.counter)
 
 

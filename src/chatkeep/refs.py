@@ -2,11 +2,16 @@
 
 chatkeep never needs the referenced rows themselves: a tenant may be an
 ``organization`` in one product and a ``workspace`` in another, so we store the
-pair. Ids may be ``int`` or ``str`` and come back with the type they went in with.
+pair. Ids may be ``int`` or ``str`` and come back with the type they went in with,
+but they are stored as text, so references compare by ``(type, id text)``:
+``Ref("org", 1) == Ref("org", "1")``, in Python as in every query. ``Ref.coerce`` turns
+the other ways a caller may name one (``"org:1"``, a mapping, an object with ``type``
+and ``id``) into a ``Ref``, so a check never skips a tenant it cannot recognise.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from chatkeep.errors import InvalidReference
@@ -16,9 +21,13 @@ RefId = int | str
 _INT_ID_BITS = 848  # 2**848 has 256 digits: no int above fits the id column
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Ref:
-    """A reference to an application object: ``Ref("organization", 42)``."""
+    """A reference to an application object: ``Ref("organization", 42)``.
+
+    Equal (and hashing alike) when type and id text match, as the database sees them:
+    ``Ref("org", 1)`` and ``Ref("org", "1")`` name the same tenant.
+    """
 
     type: str
     id: RefId
@@ -44,6 +53,14 @@ class Ref:
             raise InvalidReference(f"reference id for {self.type!r} must not be empty")
         check_text(self.id, f"reference id for {self.type!r}", error=InvalidReference,
                    max_length=REF_ID_MAX)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Ref):
+            return NotImplemented
+        return self.type == other.type and self.id_text == other.id_text
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.id_text))
 
     @property
     def id_text(self) -> str:
@@ -81,6 +98,26 @@ class Ref:
         if not sep:
             raise InvalidReference(f"expected TYPE:ID, got {text!r}")
         return cls(type_, int(id_) if is_canonical_int(id_) else id_)
+
+    @classmethod
+    def coerce(cls, value: object) -> Ref:
+        """``value`` as a ``Ref``: a ``Ref`` as it is, ``"type:id"`` text (:meth:`parse`),
+        a mapping with ``type`` and ``id`` keys, or an object with ``type`` and ``id``
+        attributes. ``InvalidReference`` for anything else, so whoever checks a tenant
+        named in some other shape refuses it rather than not checking at all."""
+        if isinstance(value, Ref):
+            return value
+        if isinstance(value, str):
+            return cls.parse(value)
+        if isinstance(value, Mapping):
+            type_, id_ = value.get("type"), value.get("id")
+        else:
+            type_, id_ = getattr(value, "type", None), getattr(value, "id", None)
+        if type_ is None or id_ is None:
+            raise InvalidReference(
+                "expected a Ref, TYPE:ID text, or a mapping or object with type and id; "
+                f"got {type(value).__name__}")
+        return cls(type_, id_)  # __post_init__ checks both
 
 
 def is_canonical_int(text: str) -> bool:

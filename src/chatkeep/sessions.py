@@ -403,9 +403,13 @@ def prepare_batch(drafts: Sequence[MessageDraft], counter: TokenCounter,
 class SessionService:
     """Create, find and list sessions (``keep.sessions``)."""
 
-    def __init__(self, repository: Repository, counter: TokenCounter | None = None) -> None:
+    def __init__(self, repository: Repository, counter: TokenCounter | None = None, *,
+                 app_anonymize_pii: bool = False) -> None:
         self._repo = repository
         self._counter = counter or HeuristicCounter()
+        # The application's switch (privacy.anonymize_pii), recorded on each session
+        # created under it: a process started without it must still redact that session.
+        self._app_anonymize_pii = check_bool(app_anonymize_pii, "app_anonymize_pii")
 
     def _wrap(self, row: SessionRow) -> ChatSession:
         return ChatSession(self._repo, row, self._counter)
@@ -413,10 +417,14 @@ class SessionService:
     def create(self, tenant: Ref, actor: Ref | None = None, subject: Ref | None = None, *,
                title: str | None = None, anonymize_pii: bool = True,
                metadata: Mapping[str, Any] | None = None) -> ChatSession:
-        """Start a conversation owned by ``tenant``; ``actor=None`` is an autonomous run."""
+        """Start a conversation owned by ``tenant``; ``actor=None`` is an autonomous run.
+        Created while both switches are on, it is marked ``pii_protected``: every process
+        redacts it, whatever its own configuration."""
         values = check_session(tenant, actor, subject, title=title,
                                anonymize_pii=anonymize_pii, metadata=metadata)
-        return self._wrap(self._repo.create_session(tenant, actor, subject, **values))
+        protected = self._app_anonymize_pii and values["anonymize_pii"]
+        return self._wrap(self._repo.create_session(tenant, actor, subject,
+                                                    pii_protected=protected, **values))
 
     def get(self, session_id: str, tenant: Ref | None = None) -> ChatSession:
         """Load a session. Request handlers pass ``tenant`` (a wrong one is ``SessionNotFound``);

@@ -117,16 +117,19 @@ class Repository:
 
     def create_session(self, tenant: Ref, actor: Ref | None, subject: Ref | None, *,
                        title: str | None = None, anonymize_pii: bool = True,
+                       pii_protected: bool = False,
                        metadata: dict[str, Any] | None = None) -> SessionRow:
-        """Insert a session with a new time-ordered id; returns its row."""
+        """Insert a session with a new time-ordered id; returns its row. ``pii_protected``:
+        created under the application's redaction switch (every process redacts it)."""
         with self.transaction() as conn:
             return self._insert_session(conn, tenant, actor, subject, title=title,
-                                        anonymize_pii=anonymize_pii, metadata=metadata)
+                                        anonymize_pii=anonymize_pii,
+                                        pii_protected=pii_protected, metadata=metadata)
 
     def create_session_with_messages(
         self, tenant: Ref, actor: Ref | None, subject: Ref | None,
         batch: Batch, *,
-        title: str | None = None, anonymize_pii: bool = True,
+        title: str | None = None, anonymize_pii: bool = True, pii_protected: bool = False,
         metadata: dict[str, Any] | None = None,
     ) -> tuple[list[Message], SessionRow]:
         """Create a session and append ``batch`` to it in one transaction (an import):
@@ -136,14 +139,15 @@ class Repository:
         try:
             with self.transaction() as conn:
                 created = self._insert_session(conn, tenant, actor, subject, title=title,
-                                               anonymize_pii=anonymize_pii, metadata=metadata)
+                                               anonymize_pii=anonymize_pii,
+                                               pii_protected=pii_protected, metadata=metadata)
                 return self._append(conn, created.id, batch)
         except IntegrityError as exc:
             raise append_error(exc, batch) from None
 
     def _insert_session(self, conn: Connection, tenant: Ref, actor: Ref | None,
                         subject: Ref | None, *, title: str | None, anonymize_pii: bool,
-                        metadata: dict[str, Any] | None) -> SessionRow:
+                        pii_protected: bool, metadata: dict[str, Any] | None) -> SessionRow:
         now = self.clock()
         values = {
             "id": new_session_id(), **ref_values("tenant", tenant),
@@ -151,7 +155,8 @@ class Repository:
             "title": title, "anonymize_pii": anonymize_pii, "total_tokens": 0, "last_seq": 0,
             "summary": None, "summary_watermark": 0, "summary_version": 0,
             "distilled_through": 0, "distil_version": 0, "pii_vault": None,
-            "pii_vault_version": 0, "closed_at": None, "last_message_at": now,
+            "pii_vault_version": 0, "pii_protected": pii_protected, "closed_at": None,
+            "last_message_at": now,
             "created_at": now, "metadata": metadata or {},
         }
         return session_from_row(conn.execute(INSERT_SESSION, values).one())
@@ -513,12 +518,14 @@ class Repository:
             return int(conn.execute(query).scalar_one())
 
     def compare_and_set_vault(self, session_id: str, expected_version: int, blob: str) -> bool:
-        """Store a grown placeholder mapping unless another writer did first."""
+        """Store a grown placeholder mapping unless another writer did first. A session
+        with a vault was redacted, so it is marked ``pii_protected`` in the same write."""
         with self.transaction() as conn:
             result = conn.execute(
                 update(chat_sessions)
                 .where(chat_sessions.c.id == session_id,
                        chat_sessions.c.pii_vault_version == expected_version)
-                .values(pii_vault=blob, pii_vault_version=expected_version + 1))
+                .values(pii_vault=blob, pii_vault_version=expected_version + 1,
+                        pii_protected=True))
             return result.rowcount == 1
 

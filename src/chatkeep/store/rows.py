@@ -56,6 +56,8 @@ class SessionRow:
     distil_version: int
     pii_vault: str | None
     pii_vault_version: int
+    pii_protected: bool
+    """Redacted under the application's switch: every process must keep redacting it."""
     closed_at: datetime | None
     last_message_at: datetime
     created_at: datetime
@@ -92,8 +94,8 @@ SESSION_FIELDS = (
     "id", "tenant_type", "tenant_id", "tenant_id_int", "actor_type", "actor_id", "actor_id_int",
     "subject_type", "subject_id", "subject_id_int", "title", "anonymize_pii", "total_tokens",
     "last_seq", "summary", "summary_watermark", "summary_version", "distilled_through",
-    "distil_version", "distil_lease_until", "pii_vault", "pii_vault_version", "closed_at",
-    "last_message_at", "created_at", "metadata")
+    "distil_version", "distil_lease_until", "pii_vault", "pii_vault_version", "pii_protected",
+    "closed_at", "last_message_at", "created_at", "metadata")
 """The ``chat_sessions`` columns in table order: what every session read selects."""
 
 
@@ -103,7 +105,8 @@ def session_from_row(row: Sequence[Any]) -> SessionRow:
     (id_, tenant_type, tenant_id, tenant_int, actor_type, actor_id, actor_int, subject_type,
      subject_id, subject_int, title, anonymize_pii, total_tokens, last_seq, summary,
      summary_watermark, summary_version, distilled_through, distil_version, _lease,
-     pii_vault, pii_vault_version, closed_at, last_message_at, created_at, metadata) = row
+     pii_vault, pii_vault_version, pii_protected, closed_at, last_message_at, created_at,
+     metadata) = row
     tenant = Ref.from_columns(tenant_type, tenant_id, tenant_int)
     assert tenant is not None
     return SessionRow(
@@ -111,8 +114,9 @@ def session_from_row(row: Sequence[Any]) -> SessionRow:
         Ref.from_columns(subject_type, subject_id, subject_int), title, bool(anonymize_pii),
         int(total_tokens), int(last_seq), summary, int(summary_watermark),
         int(summary_version), int(distilled_through), int(distil_version), pii_vault,
-        int(pii_vault_version), as_utc(closed_at), as_utc(last_message_at) or utcnow(),
-        as_utc(created_at) or utcnow(), dict(metadata or {}))
+        int(pii_vault_version), bool(pii_protected), as_utc(closed_at),
+        as_utc(last_message_at) or utcnow(), as_utc(created_at) or utcnow(),
+        dict(metadata or {}))
 
 
 def new_messages(session: SessionRow, now: datetime,

@@ -26,6 +26,7 @@ from sqlalchemy import (
     UniqueConstraint,
     and_,
     event,
+    false,
     text,
 )
 
@@ -97,6 +98,9 @@ chat_sessions = Table(
     Column("distil_lease_until", TS, nullable=True),  # sweep claim; see memory/sweep.py
     Column("pii_vault", Text, nullable=True),
     Column("pii_vault_version", Integer, nullable=False, default=0),
+    # Redacted by the application (created under its switch, or a vault stored): every
+    # process redacts it then, whatever its own config (see PrivacyGuard.redacts).
+    Column("pii_protected", Boolean, nullable=False, default=False, server_default=false()),
     Column("closed_at", TS, nullable=True),
     Column("last_message_at", TS, nullable=False),  # created_at until the first message
     Column("created_at", TS, nullable=False),
