@@ -7,11 +7,12 @@ import threading
 import openai
 import pytest
 
-from chatkeep import ConfigError, ModelError
+from chatkeep import ConfigError, ModelError, PrivacyError
 from chatkeep.config import LLMConfig
 from chatkeep.jobs import ThreadPoolDispatcher, UnknownJob, make_dispatcher
 from chatkeep.llm import OpenAIChatModel, as_chat_model, model_from_config
 from chatkeep.messages import Usage
+from chatkeep.privacy.egress import OPEN, bound
 from chatkeep.testing import FakeOpenAIServer, Reply
 
 
@@ -19,12 +20,20 @@ def test_completion_through_the_sdk(llm_server: FakeOpenAIServer,
                                     openai_client: openai.OpenAI) -> None:
     model = as_chat_model(openai_client)
     llm_server.script(Reply.ok("hello", prompt_tokens=7, completion_tokens=2))
-    completion = model.complete([{"role": "user", "content": "hi"}], model="m",
-                                max_tokens=10, temperature=0.0, json_mode=True)
+    with bound(OPEN):  # chatkeep's models only send through an egress
+        completion = model.complete([{"role": "user", "content": "hi"}], model="m",
+                                    max_tokens=10, temperature=0.0, json_mode=True)
     assert (completion.text, completion.usage, completion.model) == ("hello", Usage(7, 2), "m")
     (request,) = llm_server.requests
     assert request["response_format"] == {"type": "json_object"}
     assert request["max_tokens"] == 10 and request["messages"][0]["content"] == "hi"
+
+
+def test_a_model_call_outside_any_egress_is_refused_before_it_is_sent(
+        llm_server: FakeOpenAIServer, openai_client: openai.OpenAI) -> None:
+    with pytest.raises(PrivacyError, match="egress"):
+        as_chat_model(openai_client).complete([{"role": "user", "content": "hi"}], model="m")
+    assert llm_server.requests == []
 
 
 @pytest.mark.parametrize("reply", [Reply.error(500), Reply.error(401, "bad key"),

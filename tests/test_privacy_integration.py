@@ -4,12 +4,14 @@ stable placeholders stored per session, restore, encryption at rest."""
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 
 import openai
 import pytest
 
 from chatkeep import Chatkeep, PrivacyError, Ref
 from chatkeep.privacy import new_key
+from chatkeep.sessions import SessionService
 from chatkeep.testing import FakeOpenAIServer, Reply
 
 ORG = Ref("organization", 1)
@@ -120,7 +122,7 @@ def test_mapping_is_encrypted_at_rest_with_a_key(make_keep) -> None:
         wrong.compressor.build_history(wrong.sessions.get(session.id), "")
 
 
-@pytest.mark.sync_api  # calls the core's text filter from threads
+@pytest.mark.sync_api  # calls the core's egress from threads
 def test_concurrent_redaction_never_gives_a_placeholder_two_values(make_keep) -> None:
     keep = privacy_keep(make_keep)
     session = keep.sessions.create(ORG)
@@ -129,9 +131,13 @@ def test_concurrent_redaction_never_gives_a_placeholder_two_values(make_keep) ->
 
     def redact(worker: int) -> None:
         handle = keep.sessions.get(session.id)
-        text_filter = keep.privacy.for_session(handle)
+        egress = keep.privacy.for_session(handle)
         start.wait()
-        outputs[worker] = text_filter(f"worker{worker}@example.com")
+        for _ in range(8):  # as build_history does: redact, store, plan again on a lost race
+            text = egress(f"worker{worker}@example.com")
+            if egress.flush():
+                outputs[worker] = text
+                return
 
     threads = [threading.Thread(target=redact, args=(w,)) for w in range(4)]
     for t in threads:
@@ -225,3 +231,70 @@ def test_custom_recognizers_join_the_built_in_ones(make_keep) -> None:
     session.add_user(f"File MAT-123456 for {EMAIL_A}")
     (message,) = keep.compressor.build_history(session, "")
     assert message["content"] == "File <MATTER_NO_1> for <EMAIL_1>"
+
+
+# -- a worker started with default config (issue 20, item 9) -----------------------------
+# The application switch lives in process config, off by default: a sweep or a Celery
+# worker started without it must still redact what the application redacted.
+
+def _app_and_worker(make_keep, server: FakeOpenAIServer) -> tuple[Chatkeep, Chatkeep]:
+    client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+    memory = {"distil_on_compress": False}
+    app = make_keep(model=client, config={"privacy": {"anonymize_pii": True}, "memory": memory})
+    worker = make_keep(model=client, config={"memory": memory})  # default privacy config
+    assert worker.config.privacy.anonymize_pii is False
+    return app, worker
+
+
+def _talk(session) -> None:
+    session.add_user(f"The client is {EMAIL_A}, phone {PHONE}, card {CARD}.")
+    session.add_assistant(f"Noted {EMAIL_A}.")
+
+
+def _no_raw_value_in(bodies: list[str]) -> None:
+    assert any("extract durable memories" in b for b in bodies)
+    for text in bodies:
+        for value in PII_VALUES:
+            assert value not in text
+
+
+def test_a_default_config_sweep_redacts_a_session_the_app_redacted(make_keep) -> None:
+    with FakeOpenAIServer(responder=_scripted_model) as server:
+        app, worker = _app_and_worker(make_keep, server)
+        session = app.sessions.create(ORG, actor=Ref("user", 1))
+        _talk(session)
+        app.compressor.build_history(session, "sys")  # redacts: the session's vault is stored
+        assert session.id in worker.memory.sweep(idle_after=timedelta(0))
+        bodies = server.bodies()
+    _no_raw_value_in(bodies)
+    (memory,) = worker.memory.list(ORG)
+    assert EMAIL_A in memory.content  # the worker restored the placeholder it was sent
+
+
+@pytest.mark.sync_api  # wires the session service as the facade does (see the next test)
+def test_a_default_config_worker_redacts_a_session_created_under_the_app_switch(
+        make_keep) -> None:
+    """Nothing was redacted yet (no vault): the row itself records the protection."""
+    with FakeOpenAIServer(responder=_scripted_model) as server:
+        app, worker = _app_and_worker(make_keep, server)
+        sessions = SessionService(app.repository, app.counter, app_anonymize_pii=True)
+        session = sessions.create(ORG, actor=Ref("user", 1))
+        assert session.row.pii_protected
+        _talk(session)
+        assert worker.repository.read_vault(session.id)[0] is None
+        worker.memory.distil(session.id)
+        bodies = server.bodies()
+    _no_raw_value_in(bodies)
+    assert not sessions.create(ORG, anonymize_pii=False).row.pii_protected
+    assert not SessionService(app.repository).create(ORG).row.pii_protected
+    worker_view = worker.sessions.get(session.id)
+    assert worker.privacy.redacts(worker_view)
+    worker_view.anonymize_pii = False  # the conversation's own switch still decides
+    assert not worker.privacy.redacts(worker_view)
+
+
+def test_the_facade_marks_sessions_created_under_the_app_switch(make_keep) -> None:
+    with FakeOpenAIServer() as server:
+        app, worker = _app_and_worker(make_keep, server)
+        assert app.sessions.create(ORG).row.pii_protected
+        assert not worker.sessions.create(ORG).row.pii_protected

@@ -58,11 +58,14 @@ class Chatkeep:
         # A bad dispatcher or model fails before any connection (and before a SQLite file
         # is created).
         dispatcher_ = make_dispatcher(dispatcher)
+        configured = model if model is not None else model_from_config(self.config.llm)
         self.model: ChatModel | None = (
-            as_chat_model(model) if model is not None else model_from_config(self.config.llm))
+            as_chat_model(configured) if configured is not None else None)
         self.engine = _open(database_url, self.config.store.sqlite_synchronous, create_schema)
         self.repository = Repository(self.engine)
-        self.sessions = SessionService(self.repository, self.counter)
+        self.sessions = SessionService(
+            self.repository, self.counter,
+            app_anonymize_pii=self.config.privacy.anonymize_pii)
         self.privacy = PrivacyGuard(self.config.privacy, self.repository, list(recognizers))
         self.compressor = HistoryCompressor(self.model, config=self.config.chat,
                                             counter=self.counter, outbound_filter=self.privacy)
@@ -73,8 +76,7 @@ class Chatkeep:
                                     outbound_filter=self.privacy,
                                     embedder=embedder or embedder_from_config(
                                         self.config.memory, self.config.llm),
-                                    embed_mask=pii_mask(self.privacy)
-                                    if self.config.privacy.anonymize_pii else None)
+                                    embed_mask=pii_mask(self.privacy))
         if self.config.memory.distil_on_compress and self.model is not None:
             # (Offline there is nothing to distil with; the sweep catches up once a model
             # is configured.)

@@ -177,7 +177,8 @@ def test_plan_is_pure_and_counts_framing() -> None:
                         redact=lambda text, context=None: text.upper(),
                         format="openai_chat")
     assert [m.content for m in plan.outgoing.messages] == ["HI", None, "R"]
-    assert plan.outgoing.messages[1].tool_calls[0].arguments == '{"city": "X"}'
+    # Keys go through the filter too (a key can hold an e-mail address or a name).
+    assert plan.outgoing.messages[1].tool_calls[0].arguments == '{"CITY": "X"}'
     assert plan.tokens > sum(counter.count(t) for t in ("sys", "hi", "r"))
     assert not plan.fold and plan.over_budget_reason is None
 

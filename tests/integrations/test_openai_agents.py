@@ -21,10 +21,10 @@ from agents import (
     set_tracing_disabled,
 )
 
-from chatkeep import Ref, SessionNotFound
+from chatkeep import InvalidReference, PrivacyError, Ref, SessionNotFound
 from chatkeep.aio import AsyncChatkeep
 from chatkeep.integrations.openai_agents import ChatkeepSession
-from chatkeep.testing import AgentModel, FakeOpenAIServer
+from chatkeep.testing import AgentModel, FakeOpenAIServer, Reply
 
 set_tracing_disabled(True)  # nothing leaves this machine
 ORG, OTHER = Ref("organization", 1), Ref("organization", 2)
@@ -136,26 +136,128 @@ def _summaries_and(responder: Any) -> Any:
     return answer
 
 
-def test_runner_with_privacy_sends_no_raw_pii(db_url: str) -> None:
+RAW_FORMS = ["ana.garcia@example.com", "ANA.GARCIA@EXAMPLE.COM", "7911 123456", "7911123456"]
+
+
+@pytest.mark.parametrize("how", ["run", "run_sync", "run_streamed"])
+def test_every_request_of_a_run_is_redacted_the_first_one_too(db_url: str, how: str) -> None:
+    """The SDK sends a run's new input before the session stores it: the filter that
+    ``session.run*`` installs redacts it, and every later request of the run (tool outputs
+    included) with it."""
     world = World(db_url, privacy={"anonymize_pii": True})
+    first = ("I'm travelling, write to ana.garcia@example.com or call +44 7911 123456. "
+             "What is the weather in Paris?")
+
+    async def turn(session: ChatkeepSession, agent: Agent[Any], text: str) -> None:
+        if how == "run":
+            await session.run(agent, text)
+            return
+        streamed = session.run_streamed(agent, text)
+        async for _ in streamed.stream_events():
+            pass
 
     async def scenario() -> None:
         async with world.keep() as keep:
             session = await ChatkeepSession.open(keep, tenant=ORG, actor=Ref("user", 7))
-            agent = world.agent()
-            await Runner.run(agent, "I'm travelling, write to ana.garcia@example.com or call "
-                             "+44 7911 123456. What is the weather in Paris?", session=session)
-            await Runner.run(agent, "What is the weather in Rome?", session=session)
-            history = await session.get_items()
-            assert "<EMAIL_1>" in json.dumps(history)
+            # (The fake streams Chat Completions; its Responses endpoint does not stream.)
+            agent = world.agent("chat" if how == "run_streamed" else "responses")
+            await turn(session, agent, first)
+            await turn(session, agent, "What is the weather in Rome?")
+            stored = await (await keep.sessions.get(session.session_id)).read_messages()
+            assert any("ana.garcia@example.com" in (m.content or "") for m in stored), \
+                "the record keeps the real text"
+
+    with world.server:
+        if how == "run_sync":
+            # run_sync reuses the thread's default loop: the keep is opened on that loop
+            # (one keep on many loops is the reliability issue's, not this test's).
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            try:
+                keep = world.keep()
+                session = loop.run_until_complete(ChatkeepSession.open(keep, tenant=ORG))
+                agent = world.agent()
+                session.run_sync(agent, first)
+                session.run_sync(agent, "What is the weather in Rome?")
+                loop.run_until_complete(keep.close())
+            finally:
+                asyncio.set_event_loop(None)
+                loop.close()
+        else:
+            run(scenario())
+    bodies = world.server.bodies()
+    assert len(bodies) >= 4
+    for body in bodies:
+        assert all(raw not in body for raw in RAW_FORMS), body[:600]
+    assert any("<EMAIL_1>" in b for b in bodies)
+    assert world.server.rejected == []
+
+
+def test_a_run_that_bypasses_the_filter_is_refused_before_anything_is_sent(
+        db_url: str) -> None:
+    world = World(db_url, privacy={"anonymize_pii": True})
+
+    async def scenario() -> None:
+        async with world.keep() as keep:
+            session = await ChatkeepSession.open(keep, tenant=ORG)
+            with pytest.raises(PrivacyError, match=r"session\.run"):
+                await Runner.run(world.agent(), "mail ana.garcia@example.com",
+                                 session=session)
+            # A session that does not redact runs with the plain Runner as before.
+            plain = await ChatkeepSession.open(keep, tenant=ORG)
+            await (await keep.sessions.get(plain.session_id)).set_anonymize_pii(False)
+            plain = ChatkeepSession(keep, plain.session_id, tenant=ORG)
+            await Runner.run(world.agent(), "What is the weather in Paris?", session=plain)
 
     with world.server:
         run(scenario())
-    # The SDK sends the first input itself; from the second run on, the history comes from
-    # chatkeep, redacted.
-    later = [b for b in world.server.bodies() if "Rome" in b]
-    assert later and all("ana.garcia@example.com" not in b and "7911 123456" not in b
-                         for b in later)
+    assert all("ana.garcia" not in b for b in world.server.bodies())
+
+
+def test_model_output_in_placeholders_is_stored_with_real_values(db_url: str) -> None:
+    world = World(db_url, privacy={"anonymize_pii": True})
+    world.server.responder = lambda body: Reply.ok("I will write to <EMAIL_1>.")
+
+    async def scenario() -> None:
+        async with world.keep() as keep:
+            session = await ChatkeepSession.open(keep, tenant=ORG)
+            result = await session.run(world.agent("chat"), "mail ana.garcia@example.com")
+            assert result.final_output == "I will write to <EMAIL_1>."
+            stored = await (await keep.sessions.get(session.session_id)).read_messages()
+            assert stored[-1].content == "I will write to ana.garcia@example.com."
+            with pytest.raises(PrivacyError):
+                await session.get_items()  # outside a run: refused on a redacting session
+            items = await session.read_items()  # replayed, redacted again
+            assert "<EMAIL_1>" in json.dumps(items)
+            assert "ana.garcia" not in json.dumps(items)
+
+    with world.server:
+        run(scenario())
+
+
+@pytest.mark.parametrize("named", ["organization:2", {"type": "organization", "id": 2},
+                                   {"type": "organization", "id": "2"}, Ref("organization", "2")])
+def test_a_tenant_named_in_any_shape_is_checked(world: World, named: Any) -> None:
+    async def scenario() -> None:
+        async with world.keep() as keep:
+            session = await ChatkeepSession.open(keep, tenant=ORG)
+            await session.add_items([{"role": "user", "content": "hello"}])
+            with pytest.raises(SessionNotFound):
+                await session.get_items(wrapper=RunContextWrapper(context={"tenant": named}))
+            same = {"tenant": "organization:1"}
+            assert await session.get_items(wrapper=RunContextWrapper(context=same))
+
+    run(scenario())
+
+
+def test_an_unreadable_tenant_in_the_run_context_is_a_typed_error(world: World) -> None:
+    async def scenario() -> None:
+        async with world.keep() as keep:
+            session = await ChatkeepSession.open(keep, tenant=ORG)
+            with pytest.raises(InvalidReference):
+                await session.get_items(wrapper=RunContextWrapper(context={"tenant": 12}))
+
+    run(scenario())
 
 
 def test_tenants_never_cross(world: World) -> None:

@@ -303,12 +303,27 @@ def test_distiller_usage_is_billed_to_the_sessions_tenant(mkeep: Chatkeep,
 
 # -- privacy seam ------------------------------------------------------------------------
 
+class EmailEgress:
+    """A stand-in for a session's egress: one placeholder, nothing to store."""
+
+    withheld = 0
+
+    def __call__(self, text: str, context: str | None = None) -> str:
+        return text.replace("alice@example.com", "<EMAIL_1>")
+
+    def scrub(self, payload: Any) -> Any:
+        return json.loads(self(json.dumps(payload)))
+
+    def flush(self) -> bool:
+        return True
+
+
 class EmailFilter:
     """A stand-in for the redactor: one placeholder per session."""
 
     def for_session(self, session: ChatSession, known: Sequence[str | None] = ()
-                    ) -> Callable[..., str]:
-        return lambda text, context=None: text.replace("alice@example.com", "<EMAIL_1>")
+                    ) -> EmailEgress:
+        return EmailEgress()
 
     def restore(self, session: ChatSession, text: str) -> str:
         return text.replace("<EMAIL_1>", "alice@example.com")

@@ -501,6 +501,9 @@ def test_stamps_come_with_migration_0007_and_without_them_search_is_not_cached(
         drop_memory_generations(None, conn)
         conn.exec_driver_sql(f"CREATE INDEX {VECTOR_TABLE}_model ON {VECTOR_TABLE} "
                              "(memory_id, model, dim)")
+        # Sessions need 0008's column (what this test looks at is 0007's stamps).
+        conn.exec_driver_sql("ALTER TABLE chat_sessions ADD COLUMN pii_protected BOOLEAN "
+                             "NOT NULL DEFAULT 0")
     assert GENERATION_TABLE not in inspect(engine).get_table_names()
     keep = Chatkeep(url, embedder=embedder, create_schema=False)
     store = keep.memory.store
@@ -522,6 +525,8 @@ def test_stamps_come_with_migration_0007_and_without_them_search_is_not_cached(
         conn.execute(text(f"DELETE FROM {VECTOR_TABLE}"))
     assert nearest() == []  # no stamps, no cache: still exact
     keep.close()
+    with engine.begin() as conn:  # back to 0006 as it shipped, for the upgrade
+        conn.exec_driver_sql("ALTER TABLE chat_sessions DROP COLUMN pii_protected")
     migrate.upgrade(engine)
     with sqlite3.connect(tmp_path / "m.db") as conn:
         assert _stamp(conn) is not None and _stamp(conn, OTHER_ORG) is None

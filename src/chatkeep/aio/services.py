@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from chatkeep.aio.sessions import AsyncChatSession, core_session
 from chatkeep.formats import AnthropicHistory, History
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from chatkeep.aio.app import AsyncChatkeep
 
 AnySession = ChatSession | AsyncChatSession
+T = TypeVar("T")
 
 
 class AsyncHistoryCompressor:
@@ -157,6 +158,17 @@ class AsyncPrivacyGuard:
         """Both switches on: the application's and this conversation's."""
         core = await self._keep.core()
         return core.privacy.redacts(core_session(session))
+
+    async def scrub(self, session: AnySession, payload: T) -> T:
+        """A framework's request body with no raw value, placeholders stored first."""
+        core = await self._keep.core()
+        return await self._keep.run(core.privacy.scrub, core_session(session), payload)
+
+    async def restore_payload(self, session: AnySession, payload: T) -> T:
+        """``restore`` over every string of a JSON-like value."""
+        core = await self._keep.core()
+        return await self._keep.run(core.privacy.restore_payload, core_session(session),
+                                    payload)
 
     async def vault(self, session: AnySession) -> PlaceholderVault:
         """The session's placeholder mapping as stored."""

@@ -111,6 +111,9 @@ class HistoryInfo:
     """How many outgoing messages were clipped at ``chat.max_message_tokens``."""
     format: str = "openai_chat"
     """The wire format the messages are in."""
+    withheld: int = 0
+    """Signed blocks left out because their text holds a detected value that cannot be
+    redacted without breaking the signature (see ``chatkeep.privacy.egress``)."""
 
     @property
     def over_budget(self) -> bool:

@@ -22,15 +22,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, Protocol, overload
+from typing import Any, Literal, Protocol, TypeVar, overload
 
 from chatkeep.config import ChatConfig
-from chatkeep.errors import InvalidArgument
+from chatkeep.errors import InvalidArgument, PrivacyError
 from chatkeep.formats import AnthropicHistory, History, HistoryInfo, get_format
 from chatkeep.formats.openai_chat import ChatHistory
 from chatkeep.formats.openai_responses import ResponsesHistory
-from chatkeep.history.clip import clip
-from chatkeep.history.plan import HistoryPlan, TextFilter, plan_history, previous_texts
+from chatkeep.history.clip import redact_then_clip
+from chatkeep.history.plan import HistoryPlan, plan_history, previous_texts
 from chatkeep.history.summarizer import (
     ExtractiveSummarizer,
     LLMSummarizer,
@@ -41,6 +41,7 @@ from chatkeep.history.summarizer import (
 from chatkeep.history.summary import StructuredSummary, through_filter
 from chatkeep.llm.base import as_chat_model
 from chatkeep.messages import Message
+from chatkeep.privacy.egress import OPEN, WITHHELD_NOTE, Egress, bound
 from chatkeep.sessions import ChatSession
 from chatkeep.tokens import HeuristicCounter, TokenCounter
 
@@ -56,8 +57,8 @@ class OutboundFilter(Protocol):
     """Turns text into what may leave for a model on a session's behalf (PII redaction)."""
 
     def for_session(self, session: ChatSession,
-                    known: Sequence[str | None] = ()) -> TextFilter:
-        """A text filter for ``session`` (the identity when the session does not redact);
+                    known: Sequence[str | None] = ()) -> Egress:
+        """The egress for ``session`` (the open one when the session does not redact);
         ``known`` are sealed value sets carried by recalled memories, redacted literally."""
         ...
 
@@ -91,8 +92,42 @@ CompressHook = Callable[[ChatSession], None]
 MemoryProvider = Callable[[ChatSession], Sequence[str | RecalledMemory]]
 
 
-def _identity(text: str, context: str | None = None) -> str:
-    return text
+class _VaultRace:
+    """Another writer stored the session's placeholder mapping first: plan again."""
+
+
+VAULT_RACE = _VaultRace()
+#: Plans in a row that may lose the vault's compare-and-set before ``build_history`` gives up.
+MAX_VAULT_ATTEMPTS = 8
+
+
+def _vault_race(session: ChatSession, races: int) -> int:
+    """Count one lost race on the vault; past ``MAX_VAULT_ATTEMPTS``, fail closed."""
+    races += 1
+    if races >= MAX_VAULT_ATTEMPTS:
+        raise PrivacyError(f"session {session.id}: could not store the placeholder mapping "
+                           f"after {MAX_VAULT_ATTEMPTS} attempts; nothing was sent")
+    log.info("session %s: another writer stored placeholders first; planning again",
+             session.id)
+    return races
+
+
+H = TypeVar("H", bound=History[Any])
+
+
+def _scrubbed(history: H, egress: Egress, session: ChatSession) -> H:
+    """``history`` as it may leave: its messages and its system text (Anthropic) scrubbed in
+    one body, so a value detected anywhere in the request is redacted everywhere in it;
+    signed blocks withheld are counted in ``info.withheld``."""
+    system = getattr(history, "system", None)
+    body: dict[str, Any] = egress.scrub({"system": system, "messages": list(history)})
+    history[:] = body["messages"]
+    if isinstance(system, str):
+        history.system = body["system"]  # type: ignore[attr-defined]
+    if egress.withheld:
+        log.warning("session %s: %s (%d)", session.id, WITHHELD_NOTE, egress.withheld)
+        history.info = dataclasses.replace(history.info, withheld=egress.withheld)
+    return history
 
 
 class HistoryCompressor:
@@ -175,29 +210,37 @@ class HistoryCompressor:
             recalled = self._recall(session)
         texts = [m if isinstance(m, str) else m.content for m in recalled or ()]
         known = [m.sealed_pii for m in recalled or () if not isinstance(m, str)]
-        lost_races = 0
+        lost_races = vault_races = 0
         compressed = summary_failed = False
         while True:
             # Re-read first: the switches, summary and watermark may have moved elsewhere.
             row, pinned_before, messages = session.repository.read_history(session.id)
             session._replace_row(row)
-            redact = self._filter(session, known)
-            previous = self._model_summary(session, row.summary, redact)
+            egress = self._egress(session, known)
+            previous = self._model_summary(session, row.summary, egress)
             plan = plan_history(
-                system_text=redact(_with_memories(system_prompt, texts)),
+                system_text=egress(_with_memories(system_prompt, texts)),
                 pinned_before=pinned_before,
                 summary=(previous.render() or None) if previous else None,
                 messages=messages, config=self.config,
-                counter=self.counter, redact=redact, format=format,
+                counter=self.counter, redact=egress, format=format,
                 # Fold once per call; after losing several races, replay what is stored.
                 allow_fold=not compressed and not summary_failed
                 and lost_races < MAX_CAS_ATTEMPTS)
             if not plan.fold:
                 outgoing = dataclasses.replace(plan.outgoing,
                                                summary_role=self.config.summary_role)
-                return wire.to_wire(outgoing, self._info(
-                    session, plan, format, compressed=compressed, summary_failed=summary_failed))
-            folded = self._summarize(session, previous, plan.fold, redact)
+                history = _scrubbed(wire.to_wire(outgoing, self._info(
+                    session, plan, format, compressed=compressed,
+                    summary_failed=summary_failed)), egress, session)
+                if egress.flush():
+                    return history
+                vault_races = _vault_race(session, vault_races)
+                continue
+            folded = self._summarize(session, previous, plan.fold, egress)
+            if isinstance(folded, _VaultRace):
+                vault_races = _vault_race(session, vault_races)
+                continue
             if folded is None:
                 summary_failed = True
                 continue
@@ -226,14 +269,13 @@ class HistoryCompressor:
         return HistoryInfo(plan.tokens, self.config.max_history_tokens, compressed,
                            summary_failed, reason, plan.clipped, format)
 
-    def _filter(self, session: ChatSession,
-                known: Sequence[str | None] = ()) -> TextFilter:
+    def _egress(self, session: ChatSession, known: Sequence[str | None] = ()) -> Egress:
         if self.outbound_filter is None:
-            return _identity
+            return OPEN
         return self.outbound_filter.for_session(session, known)
 
     def _model_summary(self, session: ChatSession, stored: str | None,
-                       redact: TextFilter) -> StructuredSummary | None:
+                       redact: Egress) -> StructuredSummary | None:
         """Outgoing form of the stored summary (what replays and what the summariser reads):
         read (JSON or a plain-text summary of any earlier version), then each of its texts
         restored and filtered, so a summary written before redaction was switched on is
@@ -256,7 +298,7 @@ class HistoryCompressor:
 
     # -- folding -------------------------------------------------------------------------
 
-    def _chunks(self, fold: Sequence[Message], redact: TextFilter) -> list[list[Message]]:
+    def _chunks(self, fold: Sequence[Message], redact: Egress) -> list[list[Message]]:
         """The fold as the summariser will read it: text clipped so one message fits a call,
         redacted, and split into chunks that each fit ``summary_input_max_tokens``."""
         room = (self.config.summary_input_max_tokens - self.config.summary_limit
@@ -266,8 +308,8 @@ class HistoryCompressor:
         used = 0
         previous = previous_texts(fold)
         for message in fold:
-            text = redact(clip(message.replay_text or "", cap, self.counter)[0],
-                          previous.get(message.seq))
+            text = redact_then_clip(message.replay_text or "", cap, self.counter, redact,
+                                    previous.get(message.seq))[0]
             cost = self.counter.count(text) + 4
             if chunks[-1] and used + cost > room:
                 chunks.append([])
@@ -277,16 +319,23 @@ class HistoryCompressor:
         return chunks
 
     def _summarize(self, session: ChatSession, previous: StructuredSummary | None,
-                   fold: Sequence[Message],
-                   redact: TextFilter) -> tuple[StructuredSummary, int] | None:
+                   fold: Sequence[Message], egress: Egress
+                   ) -> tuple[StructuredSummary, int] | _VaultRace | None:
         """Fold ``fold`` chunk by chunk; returns the new summary and the seq it covers, or
         ``None`` when the first chunk failed. A later chunk's failure keeps what the earlier
-        ones folded (the watermark stops there), so progress is never thrown away."""
+        ones folded (the watermark stops there), so progress is never thrown away. The
+        placeholders of every chunk are stored before the first call (``VAULT_RACE`` when
+        another writer stored first: the caller plans again), and each call goes out
+        through ``egress``."""
         summary, through = previous, 0
         limit = self.config.summary_limit
-        for chunk in self._chunks(fold, redact):
+        chunks = self._chunks(fold, egress)
+        if not egress.flush():
+            return VAULT_RACE
+        for chunk in chunks:
             try:
-                result, folded = self._fold(summary, chunk)
+                with bound(egress):
+                    result, folded = self._fold(summary, chunk)
             except Exception as exc:  # never raise to the caller: replay instead
                 log.warning("session %s: summariser failed (%s: %s); keeping the previous "
                             "summary and replaying everything after seq %d", session.id,

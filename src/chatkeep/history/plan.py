@@ -3,8 +3,10 @@
 From the session's unsummarised messages, its pinned instructions, the outgoing
 summary and the budget, the planner says what replays (already clipped and
 redacted), what the estimate is, whether it is over budget and why, and which
-oldest replayable messages to fold into the summary. The compressor (and, later,
-its async twin) only reads, calls the summariser and writes.
+oldest replayable messages to fold into the summary. The compressor only reads, calls
+the summariser and writes (the async API runs the same compressor through its bridge).
+``redact`` grows the session's placeholder vault in memory only: the compressor stores
+it once, before anything leaves.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, Protocol
 
 from chatkeep.config import ChatConfig
 from chatkeep.formats.base import Outgoing, fence
-from chatkeep.history.clip import clip
+from chatkeep.history.clip import redact_then_clip
 from chatkeep.history.turns import open_turn, split_turns
 from chatkeep.messages import Message, ToolCall
 from chatkeep.tokens import TokenCounter
@@ -162,7 +164,8 @@ def _text_cost(text: str, counter: TokenCounter) -> int:
 
 
 class _Outbound:
-    """Clips then redacts outgoing text; counts clipped messages."""
+    """Redacts then clips outgoing text (never the other way: a clip can cut a value in
+    two and leave half of it raw); counts clipped messages."""
 
     def __init__(self, config: ChatConfig, counter: TokenCounter, redact: Redact,
                  previous: dict[int, str] | None = None) -> None:
@@ -173,9 +176,9 @@ class _Outbound:
         self.clipped = 0
 
     def text(self, text: str, context: str | None = None) -> str:
-        clipped, cut = clip(text, self.cap, self.counter)
+        redacted, cut = redact_then_clip(text, self.cap, self.counter, self.redact, context)
         self.clipped += cut
-        return self.redact(clipped, context) if context else self.redact(clipped)
+        return redacted
 
     def replayed(self, message: Message) -> Message:
         """A closed turn's message: its text alone, no plumbing, no reasoning or thinking;
@@ -205,10 +208,12 @@ class _Outbound:
 
 
 def _redact_strings(value: Any, redact: Redact) -> Any:
+    """Every string of a JSON value redacted, object keys included (a key can be an
+    e-mail address or a name as well as a value can)."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, list):
         return [_redact_strings(v, redact) for v in value]
     if isinstance(value, dict):
-        return {k: _redact_strings(v, redact) for k, v in value.items()}
+        return {redact(k): _redact_strings(v, redact) for k, v in value.items()}
     return value

@@ -9,27 +9,43 @@ billed summary, PII redaction, and a record that is never destroyed (``pop_item`
     keep = AsyncChatkeep("sqlite:///chat.db", model=openai.AsyncOpenAI())
     session = await ChatkeepSession.open(keep, tenant=Ref("organization", 7),
                                          actor=Ref("user", 3))
-    result = await Runner.run(agent, "What's the weather in Paris?", session=session,
-                              hooks=session.billing_hooks())
+    result = await session.run(agent, "What's the weather in Paris?",
+                               hooks=session.billing_hooks())
 
-The class is structural (it does not subclass the SDK's ``SessionABC``), so importing
-this module needs the SDK only for :meth:`ChatkeepSession.billing_hooks`.
+``session.run`` / ``run_sync`` / ``run_streamed`` are ``Runner.run`` / ``run_sync`` /
+``run_streamed`` with this session, plus a ``call_model_input_filter`` that sends every
+request of the run through the session's egress: the new input (which the SDK sends
+before the session stores it), tool outputs within the run, and the instructions. A run
+on a redacting session that does not go through them is refused before anything is sent
+(``get_items`` raises ``PrivacyError``): there is no way to forget the filter.
+
+The class is structural (it does not subclass the SDK's ``SessionABC``); the SDK is
+imported when a run, the filter or :meth:`ChatkeepSession.billing_hooks` needs it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import inspect
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from chatkeep.aio import AsyncChatkeep, AsyncChatSession
-from chatkeep.errors import ChatkeepError, SessionNotFound
+from chatkeep.errors import ChatkeepError, InvalidReference, PrivacyError, SessionNotFound
 from chatkeep.formats.openai_responses import message_to_items
 from chatkeep.messages import Usage
 from chatkeep.refs import Ref
 
 if TYPE_CHECKING:
-    from agents import RunHooks
+    from agents import Agent, RunConfig, RunHooks, RunResult, RunResultStreaming
     from agents.items import TResponseInputItem
+    from agents.run_config import CallModelData, ModelInputData
+
+#: The sessions whose filter the running code installed (set by ``ChatkeepSession.run*``).
+_FILTERED: ContextVar[frozenset[int]] = ContextVar("chatkeep_agents_filtered",
+                                                   default=frozenset())
 
 _INSTALL_HINT = "pip install 'chatkeep[agents]'"
 
@@ -89,12 +105,24 @@ class ChatkeepSession:
         open turn's plumbing intact; ``limit`` keeps the newest ``limit`` of them (as the
         SDK's sessions do; its runner repairs a call split from its output by the cut)."""
         session = await self._load(wrapper)
+        if id(self) not in _FILTERED.get() and await self.keep.privacy.redacts(session):
+            raise PrivacyError(
+                f"session {self.session_id} redacts personal data, and this run does not "
+                "send through its filter (the SDK would send the new input raw): run it "
+                "with session.run(...), session.run_sync(...) or session.run_streamed(...)")
         history = await self.keep.compressor.build_history(session, self.system_prompt,
                                                            format="openai_responses")
         items: list[TResponseInputItem] = list(history)
         if limit is not None:
             items = items[-limit:] if limit > 0 else []
         return items
+
+    async def read_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """``get_items`` for reading outside a run (a dashboard, a test): on a redacting
+        session ``get_items`` itself answers only inside ``run*``, where the filter that
+        redacts the run's new input is installed."""
+        with self._filtered():
+            return await self.get_items(limit)
 
     async def add_items(self, items: list[TResponseInputItem], wrapper: Any = None) -> None:
         """Store the items losslessly, in one transaction (all or none), counted like every
@@ -103,7 +131,10 @@ class ChatkeepSession:
         if not items:
             return
         session = await self._load(wrapper)
-        await session.record(list(items), format="openai_responses")
+        # What the model wrote in this session's placeholders is stored with real values,
+        # like every other message (replayed, it is redacted again).
+        await session.record([await self._restored(session, item) for item in items],
+                             format="openai_responses")
 
     async def pop_item(self, wrapper: Any = None) -> TResponseInputItem | None:
         """Retract the newest item and return it (kept in the record, marked retracted,
@@ -120,6 +151,96 @@ class ChatkeepSession:
         the record stays for audit (``chatkeep sessions show`` marks it retracted)."""
         session = await self._load(wrapper)
         await session.retract_all()
+
+    # -- runs through the egress ----------------------------------------------------------
+
+    async def run(self, agent: Agent[Any], input: Any, *,
+                  run_config: RunConfig | Mapping[str, Any] | None = None,
+                  **kwargs: Any) -> RunResult:
+        """``Runner.run(agent, input, session=self, ...)``, every request of the run sent
+        through this session's egress (``run_config``'s own input filter runs first)."""
+        _require_sdk()
+        from agents import Runner
+
+        with self._filtered():
+            return await Runner.run(agent, input, session=self,
+                                    run_config=self.run_config(run_config), **kwargs)
+
+    def run_sync(self, agent: Agent[Any], input: Any, *,
+                 run_config: RunConfig | Mapping[str, Any] | None = None,
+                 **kwargs: Any) -> RunResult:
+        """``Runner.run_sync`` with this session, through its egress (see :meth:`run`)."""
+        _require_sdk()
+        from agents import Runner
+
+        with self._filtered():
+            return Runner.run_sync(agent, input, session=self,
+                                   run_config=self.run_config(run_config), **kwargs)
+
+    def run_streamed(self, agent: Agent[Any], input: Any, *,
+                     run_config: RunConfig | Mapping[str, Any] | None = None,
+                     **kwargs: Any) -> RunResultStreaming:
+        """``Runner.run_streamed`` with this session, through its egress (the run's task
+        is created here, so it carries the filter's mark; see :meth:`run`)."""
+        _require_sdk()
+        from agents import Runner
+
+        with self._filtered():
+            return Runner.run_streamed(agent, input, session=self,
+                                       run_config=self.run_config(run_config), **kwargs)
+
+    def run_config(self, base: RunConfig | Mapping[str, Any] | None = None) -> RunConfig:
+        """``base`` (or a default ``RunConfig``) with this session's input filter chained
+        after its own: what ``run*`` pass to the SDK. Passing it to ``Runner.run``
+        yourself is not enough on a redacting session: the filter runs only per model
+        call, after the SDK has read the history, so use :meth:`run`."""
+        _require_sdk()
+        from agents import RunConfig
+
+        config = base if isinstance(base, RunConfig) else RunConfig(**dict(base or {}))
+        own = config.call_model_input_filter
+
+        async def through_egress(data: CallModelData[Any]) -> ModelInputData:
+            if own is not None:
+                updated = own(data)
+                model_data = await updated if inspect.isawaitable(updated) else updated
+                data = dataclasses.replace(data, model_data=model_data)
+            return await self._egress(data.model_data)
+
+        return dataclasses.replace(config, call_model_input_filter=through_egress)
+
+    async def _egress(self, model_data: ModelInputData) -> ModelInputData:
+        """The run's request as it may leave: input items and instructions scrubbed in
+        one body by the session's egress, its placeholders stored first."""
+        session = await self._load(None)
+        body: dict[str, Any] = {"instructions": model_data.instructions,
+                                "input": [_as_dict(item) for item in model_data.input]}
+        if await self.keep.privacy.redacts(session):
+            body = await self.keep.privacy.scrub(session, body)
+        from agents.run_config import ModelInputData
+
+        return ModelInputData(input=body["input"], instructions=body["instructions"])
+
+    async def _restored(self, session: AsyncChatSession,
+                        item: TResponseInputItem) -> TResponseInputItem:
+        """A model-written item (assistant message, call, reasoning) with this session's
+        placeholders put back; anything else as it is (user text is never restored: a
+        placeholder the user typed stays literal)."""
+        data = _as_dict(item)
+        if data.get("role") == "assistant" or data.get("type") in _MODEL_ITEMS:
+            restored: TResponseInputItem = await self.keep.privacy.restore_payload(
+                session, data)
+            return restored
+        return item
+
+    @contextmanager
+    def _filtered(self) -> Iterator[None]:
+        """Mark this session's filter as installed for the code (and tasks) run inside."""
+        token = _FILTERED.set(_FILTERED.get() | {id(self)})
+        try:
+            yield
+        finally:
+            _FILTERED.reset(token)
 
     def billing_hooks(self) -> RunHooks[Any]:
         """SDK run hooks that bill every model call of a run to this session (and its
@@ -146,13 +267,37 @@ class ChatkeepSession:
         return _Billing()
 
 
+_MODEL_ITEMS = ("function_call", "reasoning")
+
+
+def _require_sdk() -> None:
+    """A ``ChatkeepError`` naming the extra when the SDK is missing."""
+    try:
+        import agents  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - the extra is in the dev set
+        raise ChatkeepError(f"the OpenAI Agents SDK is not installed: {_INSTALL_HINT}") \
+            from exc
+
+
+def _as_dict(item: Any) -> Any:
+    """An input item as a plain dict (the SDK may hand pydantic models)."""
+    dump = getattr(item, "model_dump", None)
+    return dump(exclude_unset=True) if callable(dump) else item
+
+
 def _tenant_of(wrapper: Any) -> Ref | None:
-    """The tenant a run context names, if it names one."""
+    """The tenant a run context names, if it names one: a ``Ref``, ``"type:id"`` text, a
+    mapping or an object with ``type`` and ``id``, under ``chatkeep_tenant`` or
+    ``tenant``. A tenant named in a shape that cannot be read is refused, never ignored."""
     context = getattr(wrapper, "context", None)
     if context is None:
         return None
     for key in ("chatkeep_tenant", "tenant"):
         value = context.get(key) if isinstance(context, Mapping) else getattr(context, key, None)
-        if isinstance(value, Ref):
-            return value
+        if value is not None:
+            try:
+                return Ref.coerce(value)
+            except InvalidReference as exc:
+                raise InvalidReference(f"the run context's {key} is not a tenant "
+                                       f"reference: {exc}") from exc
     return None

@@ -21,9 +21,10 @@ from typing import Protocol
 
 from chatkeep.errors import DistillationError, ModelError
 from chatkeep.history.compressor import OutboundFilter
-from chatkeep.history.plan import TextFilter, previous_texts
+from chatkeep.history.plan import previous_texts
 from chatkeep.history.transcript import transcript
 from chatkeep.llm.base import ChatModel
+from chatkeep.memory.carried import MemoryValues
 from chatkeep.memory.hybrid import HybridRetriever
 from chatkeep.memory.prompts import DecisionItem, decision_messages, extraction_messages
 from chatkeep.memory.recall import Retriever
@@ -31,6 +32,7 @@ from chatkeep.memory.replies import Event, Fact, parse_decisions, parse_facts
 from chatkeep.memory.scopes import ScopeTarget, available_scopes, target_for
 from chatkeep.memory.text import content_key
 from chatkeep.messages import Message
+from chatkeep.privacy.egress import OPEN, Egress, bound
 from chatkeep.sessions import ChatSession
 from chatkeep.store.memories import MemoryRow, MemoryStore, MemoryWrite
 from chatkeep.tokens import HeuristicCounter, TokenCounter
@@ -79,10 +81,7 @@ class _Pending:
     target: ScopeTarget
     key: str
     candidates: list[MemoryRow]
-
-
-def _identity(text: str, context: str | None = None) -> str:
-    return text
+    sealed: str | None
 
 
 class DistillerFilter(OutboundFilter, Protocol):
@@ -184,7 +183,8 @@ class Distiller:
         # and is recalled into others, where <EMAIL_1> means someone else. So facts are
         # stored with real values and redacted again for whichever session recalls them.
         facts = [dataclasses.replace(f, content=self._restore(session, f.content))
-                 for f in parse_facts(self._ask(session, messages, plan))]
+                 for f in parse_facts(self._ask(session, messages, plan, redact))]
+        values = MemoryValues(self.outbound_filter, session, talk)
         pending: list[_Pending] = []
         seen: set[tuple[str, str]] = set()
         kept: list[tuple[Fact, ScopeTarget, str]] = []
@@ -202,64 +202,73 @@ class Distiller:
                 continue
             seen.add((target.key, key))
             kept.append((fact, target, key))
+        # The values each memory will carry, computed once: the embedding request masks
+        # exactly these, so a retry or a backfill (which only has ``sealed_pii``) sends
+        # the same text as the first attempt.
+        carried = [values.sealed(fact.content) for fact, _, _ in kept]
         # Embeddings before the write transaction, one batched call: the candidates are the
         # nearest live memories by meaning as well as by words (dedupe by meaning), and the
         # same vectors are stored with the new memories.
-        vectors = self._embed(session, [fact.content for fact, _, _ in kept])
-        for (fact, target, key), vector in zip(kept, vectors, strict=True):
-            candidates = self._candidates(session, target, fact.content, vector)
+        vectors = self._embed([fact.content for fact, _, _ in kept], carried)
+        for (fact, target, key), sealed, vector in zip(kept, carried, vectors, strict=True):
+            candidates = self._candidates(session, target, fact.content, vector, sealed)
             if candidates:
-                pending.append(_Pending(fact, target, key, candidates))
+                pending.append(_Pending(fact, target, key, candidates, sealed))
             else:
-                plan.writes.append(self._write(session, target, fact.content, key))
+                plan.writes.append(self._write(target, fact.content, key, sealed))
         if pending:
-            self._decide(session, pending, plan)
+            self._decide(session, pending, plan, values)
         known = {fact.content: v for (fact, _, _), v in zip(kept, vectors, strict=True)}
-        plan.writes = self._with_vectors(session, plan.writes, known)
+        plan.writes = self._with_vectors(plan.writes, known)
         return plan
 
-    def _embed(self, session: ChatSession, texts: Sequence[str]) -> list[list[float] | None]:
+    def _embed(self, texts: Sequence[str],
+               sealed: Sequence[str | None]) -> list[list[float] | None]:
+        """Vectors for memory texts, each masked with the values it carries."""
         if not isinstance(self.retriever, HybridRetriever) or not texts:
             return [None] * len(texts)
-        sealed = None
-        if self.retriever.mask is not None and self.outbound_filter is not None:
-            # The values the session knows as personal are masked for the embedder too.
-            sealed = [self.outbound_filter.sealed_values(session, t) for t in texts]
         return self.retriever.embed(texts, sealed)
 
     def _candidates(self, session: ChatSession, target: ScopeTarget, content: str,
-                    vector: list[float] | None) -> list[MemoryRow]:
+                    vector: list[float] | None, sealed: str | None) -> list[MemoryRow]:
+        """The nearest live memories of ``target``; when the batched embedding failed, the
+        search embeds ``content`` again, masked with the same carried values."""
         if isinstance(self.retriever, HybridRetriever):
             return self.retriever.search(session.tenant, [target.key], content,
-                                         CANDIDATES_PER_FACT, vector=vector)
+                                         CANDIDATES_PER_FACT, vector=vector, sealed=sealed)
         return self.retriever.search(session.tenant, [target.key], content,
                                      CANDIDATES_PER_FACT)
 
-    def _with_vectors(self, session: ChatSession, writes: list[MemoryWrite],
+    def _with_vectors(self, writes: list[MemoryWrite],
                       known: dict[str, list[float] | None]) -> list[MemoryWrite]:
         """The writes with their vectors (texts an UPDATE rewrote are embedded here, in
-        one more call). A failed call leaves ``embedding`` unset: the memory is written
-        all the same and ``memories embed`` picks it up later."""
+        one more call, masked with the values their write carries). A failed call leaves
+        ``embedding`` unset: the memory is written all the same and ``memories embed``
+        picks it up later."""
         if not isinstance(self.retriever, HybridRetriever) or not writes:
             return writes
-        fresh = sorted({w.content for w in writes if w.content not in known})
-        known = {**known, **dict(zip(fresh, self._embed(session, fresh), strict=True))}
+        fresh: dict[str, str | None] = {}
+        for w in writes:
+            if w.content not in known:
+                fresh.setdefault(w.content, w.sealed_pii)
+        texts = sorted(fresh)
+        vectors = self._embed(texts, [fresh[t] for t in texts])
+        known = {**known, **dict(zip(texts, vectors, strict=True))}
         model = self.retriever.model
         return [dataclasses.replace(w, embedding=tuple(v), embedding_model=model)
                 if (v := known.get(w.content)) is not None else w for w in writes]
 
-    def _write(self, session: ChatSession, target: ScopeTarget, content: str, key: str,
+    def _write(self, target: ScopeTarget, content: str, key: str, sealed: str | None,
                supersedes: int | None = None) -> MemoryWrite:
-        """A memory carrying the personal values it holds (sealed), so recall redacts them
-        literally in any session."""
-        sealed = (self.outbound_filter.sealed_values(session, content)
-                  if self.outbound_filter else None)
+        """A memory carrying the personal values it holds (``sealed``, see
+        ``MemoryValues``), so recall redacts them literally in any session."""
         return MemoryWrite(tenant=target.tenant, scope=target.scope.value,
                            scope_key=target.key, subject=target.subject, actor=target.actor,
                            content=content, content_key=key, supersedes=supersedes,
                            sealed_pii=sealed)
 
-    def _decide(self, session: ChatSession, pending: Sequence[_Pending], plan: _Plan) -> None:
+    def _decide(self, session: ChatSession, pending: Sequence[_Pending], plan: _Plan,
+                values: MemoryValues) -> None:
         # Candidates may come from other sessions: their values join this session's vault.
         redact = self._filter(session, [m.sealed_pii for p in pending for m in p.candidates])
         items, aliases = [], []
@@ -268,7 +277,7 @@ class Distiller:
             aliases.append(alias)
             items.append(DecisionItem(index, redact(item.fact.content),
                                       [(a, redact(m.content)) for a, m in alias.items()]))
-        reply = self._ask(session, decision_messages(items), plan)
+        reply = self._ask(session, decision_messages(items), plan, redact)
         decisions = parse_decisions(reply, {i: list(a) for i, a in enumerate(aliases)})
         for index, item in enumerate(pending):
             decision = decisions[index]
@@ -276,28 +285,36 @@ class Distiller:
             if decision.event is Event.NONE:
                 plan.duplicates += 1
             elif decision.event is Event.ADD:
-                plan.writes.append(self._write(session, item.target, item.fact.content,
-                                               item.key))
+                plan.writes.append(self._write(item.target, item.fact.content, item.key,
+                                               item.sealed))
             else:
                 assert old is not None  # parse_decisions requires a target here
                 text = self._restore(session, decision.text) if decision.text \
                     else item.fact.content
-                plan.writes.append(self._write(session, item.target, text, content_key(text),
+                # The rewritten text may merge values of the memories it was shown.
+                sealed = values.sealed(text, [m.sealed_pii for m in item.candidates])
+                plan.writes.append(self._write(item.target, text, content_key(text), sealed,
                                                old.id))
 
-    def _filter(self, session: ChatSession, known: Sequence[str | None] = ()) -> TextFilter:
+    def _filter(self, session: ChatSession, known: Sequence[str | None] = ()) -> Egress:
         if self.outbound_filter is None:
-            return _identity
+            return OPEN
         return self.outbound_filter.for_session(session, known)
 
     def _restore(self, session: ChatSession, text: str) -> str:
         return self.outbound_filter.restore(session, text) if self.outbound_filter else text
 
-    def _ask(self, session: ChatSession, messages: list[dict[str, str]], plan: _Plan) -> str:
+    def _ask(self, session: ChatSession, messages: list[dict[str, str]], plan: _Plan,
+             egress: Egress) -> str:
+        """One model call, through the session's egress: the whole request is scrubbed and
+        its placeholders are stored before it is sent (a value first seen late in the
+        request is redacted early in it too)."""
         plan.model_calls += 1
         try:
-            completion = self.model.complete(messages, model=self.model_name, max_tokens=2000,
-                                             temperature=0.0, json_mode=True)
+            with bound(egress):
+                completion = self.model.complete(messages, model=self.model_name,
+                                                 max_tokens=2000, temperature=0.0,
+                                                 json_mode=True)
         except ModelError as exc:
             raise DistillationError(f"session {session.id}: the model call failed: {exc}") \
                 from exc

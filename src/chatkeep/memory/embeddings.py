@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import openai
@@ -25,10 +25,12 @@ import openai
 from chatkeep.config import LLMConfig, MemoryConfig
 from chatkeep.errors import ConfigError, ModelError
 from chatkeep.memory.text import normalise
+from chatkeep.privacy.detector import resolve_overlaps
 from chatkeep.privacy.vault import unseal
 
 if TYPE_CHECKING:
     from chatkeep.privacy.guard import PrivacyGuard
+    from chatkeep.sessions import ChatSession
 
 DEFAULT_BATCH_SIZE = 64
 """Texts per ``/v1/embeddings`` request (the hosted API accepts up to 2048)."""
@@ -208,19 +210,42 @@ def embedder_from_config(memory: MemoryConfig, llm: LLMConfig,
                batch_size=memory.embedding_batch_size)
 
 
-def pii_mask(guard: PrivacyGuard) -> Callable[[str, str | None], str]:
-    """What the embedding model may see when ``privacy.anonymize_pii`` is on: each personal
+class EmbedMask(Protocol):
+    """What leaves for the embedding model: ``text`` with personal values masked.
+
+    ``sealed``: the values a memory carries (``Memory.sealed_pii``), found literally;
+    ``session``: the conversation the text belongs to (its vault's values are masked too);
+    ``context``: the message ``text`` answers ("What's your SSN?" makes a bare number one).
+    """
+
+    def __call__(self, text: str, sealed: str | None = None, *,
+                 session: ChatSession | None = None, context: str | None = None) -> str:
+        """The form of ``text`` an embedding endpoint may see."""
+        ...
+
+
+def pii_mask(guard: PrivacyGuard) -> EmbedMask:
+    """What the embedding model may see when ``privacy.anonymize_pii`` is on, or the text
+    belongs to a session or memory made under it (a worker's own switch never lowers the
+    protection a session was created with): each personal
     value replaced by its type (``<EMAIL>``), the same in every session so vectors stay
-    comparable. Values are what the recognizers detect plus those a memory carries
-    sealed (``sealed_pii``), found literally."""
-    def mask(text: str, sealed: str | None) -> str:
-        spans = list(guard.redactor.detector.detect(text))
+    comparable. Values are what the recognizers detect (with the question ``text`` answers
+    as context), those a memory carries sealed (``sealed_pii``) and those the session's
+    vault holds, both found literally. The one mask every embedding request goes through:
+    recall queries, memories at distil time, their retries and the ``memories embed``
+    backfill."""
+    def mask(text: str, sealed: str | None = None, *, session: ChatSession | None = None,
+             context: str | None = None) -> str:
+        if not (guard.config.anonymize_pii or sealed
+                or (session is not None and guard.redacts(session))):
+            return text  # nothing asks for protection: the user's choice
+        spans = list(guard.redactor.detector.detect(text, context))
         if sealed:
             spans += unseal(sealed, guard.config.encryption_key).find_known(text)
+        if session is not None:
+            spans += guard.vault(session).find_known(text)
         out, position = [], 0
-        for span in sorted(spans, key=lambda s: (s.start, -(s.end - s.start))):
-            if span.start < position:
-                continue  # inside a value already replaced
+        for span in resolve_overlaps(spans):
             out += [text[position:span.start], f"<{span.entity_type}>"]
             position = span.end
         return "".join([*out, text[position:]])

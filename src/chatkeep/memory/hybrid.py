@@ -22,19 +22,17 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from chatkeep.errors import ModelError, StoreError
-from chatkeep.memory.embeddings import Embedder
+from chatkeep.memory.embeddings import Embedder, EmbedMask
 from chatkeep.memory.text import query_terms
 from chatkeep.refs import Ref
+from chatkeep.sessions import ChatSession
 from chatkeep.store.memories import MemoryRow, MemoryStore
 
 log = logging.getLogger("chatkeep.memory")
-
-EmbedMask = Callable[[str, str | None], str]
-"""What leaves for the embedding model: ``(text, sealed values it holds) -> text``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +79,10 @@ def fuse(text_hits: Sequence[MemoryRow], vector_hits: Sequence[MemoryRow], limit
 class HybridRetriever:
     """A ``Retriever`` ranking by words and meaning (see the module docstring).
 
-    ``mask`` rewrites what is sent to the embedding model (the privacy guard's typed
-    redaction when ``privacy.anonymize_pii`` is on). Query vectors are cached (LRU).
+    ``mask`` rewrites everything sent to the embedding model (the privacy guard's typed
+    masking, ``pii_mask``, when ``privacy.anonymize_pii`` is on): memories with the values
+    they carry, queries with their session's vault and the question they answer. Query
+    vectors are cached (LRU) by the masked text, the only form that ever left.
     """
 
     def __init__(self, store: MemoryStore, embedder: Embedder, *,
@@ -103,29 +103,26 @@ class HybridRetriever:
 
     def embed(self, texts: Sequence[str],
               sealed: Sequence[str | None] | None = None) -> list[list[float] | None]:
-        """Vectors for ``texts`` in one batched call; all ``None`` when the call fails
-        (logged): the caller then stores its memories unembedded, marked for ``embed``."""
+        """Vectors for memory ``texts`` in one batched call, each masked with the values its
+        memory carries (``sealed``, its ``sealed_pii``: the same on the first attempt and on
+        every retry or backfill); all ``None`` when the call fails (logged): the caller then
+        stores its memories unembedded, marked for ``embed``."""
         if not texts:
             return []
-        sent = [self._masked(t, sealed[n] if sealed else None) for n, t in enumerate(texts)]
-        try:
-            vectors = self.embedder.embed(sent)
-            if len(vectors) != len(sent):
-                raise ModelError(f"{self.model}: {len(vectors)} vectors for {len(sent)} texts")
-        except ModelError as exc:
-            log.warning("embedding %d texts failed (they stay marked for embedding): %s",
-                        len(texts), exc)
-            return [None] * len(texts)
-        return [list(v) for v in vectors]
+        return self._send([self._masked(t, sealed[n] if sealed else None)
+                           for n, t in enumerate(texts)])
 
     def search(self, tenant: Ref, scope_keys: Sequence[str], query: str, limit: int, *,
-               vector: Sequence[float] | None = None) -> list[MemoryRow]:
+               vector: Sequence[float] | None = None, sealed: str | None = None,
+               session: ChatSession | None = None,
+               context: str | None = None) -> list[MemoryRow]:
         """The fused ranking of the memories in ``scope_keys`` for ``query`` (``vector``:
-        its embedding when the caller has it already)."""
+        its embedding when the caller has it already; otherwise it is embedded masked with
+        ``sealed``, ``session`` and ``context``, see ``query_vector``)."""
         pool = max(limit, self.fusion.pool)
         text_hits = self.store.search(tenant, scope_keys, query_terms(query), pool)
         if vector is None:
-            vector = self._query_vector(query)
+            vector = self.query_vector(query, sealed=sealed, session=session, context=context)
         if vector is None:
             return text_hits[:limit]
         try:
@@ -135,21 +132,42 @@ class HybridRetriever:
             return text_hits[:limit]
         return fuse(text_hits, vector_hits, limit, self.fusion)
 
-    def _query_vector(self, query: str) -> list[float] | None:
+    def query_vector(self, query: str, *, sealed: str | None = None,
+                     session: ChatSession | None = None,
+                     context: str | None = None) -> list[float] | None:
+        """The vector of ``query`` (``None``: blank, or the call failed). Masked like any
+        text of ``session`` would be: its vault's values, the values ``sealed`` carries, and
+        what the recognizers detect with ``context``, the message the query answers."""
         if not query.strip():
             return None
+        sent = self._masked(query, sealed, session, context)
         with self._lock:
-            cached = self._cache.get(query)
+            cached = self._cache.get(sent)
             if cached is not None:
-                self._cache.move_to_end(query)
+                self._cache.move_to_end(sent)
                 return cached
-        vector = self.embed([query])[0]
+        vector = self._send([sent])[0]
         if vector is not None and self.cache_size > 0:
             with self._lock:
-                self._cache[query] = vector
+                self._cache[sent] = vector
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
         return vector
 
-    def _masked(self, text: str, sealed: str | None) -> str:
-        return self.mask(text, sealed) if self.mask is not None else text
+    def _send(self, sent: list[str]) -> list[list[float] | None]:
+        """One embeddings request for texts already masked."""
+        try:
+            vectors = self.embedder.embed(sent)
+            if len(vectors) != len(sent):
+                raise ModelError(f"{self.model}: {len(vectors)} vectors for {len(sent)} texts")
+        except ModelError as exc:
+            log.warning("embedding %d texts failed (they stay marked for embedding): %s",
+                        len(sent), exc)
+            return [None] * len(sent)
+        return [list(v) for v in vectors]
+
+    def _masked(self, text: str, sealed: str | None, session: ChatSession | None = None,
+                context: str | None = None) -> str:
+        if self.mask is None:
+            return text
+        return self.mask(text, sealed, session=session, context=context)

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from chatkeep.history.plan import previous_texts
+from chatkeep.memory.hybrid import HybridRetriever
 from chatkeep.memory.scopes import readable_targets
 from chatkeep.memory.text import query_terms
 from chatkeep.refs import Ref
@@ -22,6 +24,8 @@ Memory = MemoryRow
 """A stored memory as recall and listing return it."""
 
 RECENT_TURNS_FOR_QUERY = 6
+#: Messages read before that window, so the oldest user message in it still has its context.
+CONTEXT_LOOKBACK = 4
 
 
 @runtime_checkable
@@ -55,12 +59,14 @@ class Recaller:
         self.default_limit = default_limit
 
     def recall(self, tenant: Ref, actor: Ref | None, subject: Ref | None,
-               query: str | None = None, limit: int | None = None) -> list[Memory]:
-        """With a query: the matching memories by relevance. Without: the most recent."""
+               query: str | None = None, limit: int | None = None, *,
+               session: ChatSession | None = None) -> list[Memory]:
+        """With a query: the matching memories by relevance. Without: the most recent.
+        ``session``: the conversation asking, whose vault masks the query for the embedder."""
         limit = self.default_limit if limit is None else limit
         keys = [t.key for t in readable_targets(tenant, actor, subject)]
         if query is not None and query_terms(query):
-            return self.retriever.search(tenant, keys, query, limit)
+            return self._search(tenant, keys, query, limit, session)
         return self.store.recent(tenant, keys, limit)
 
     def provider(self, session: ChatSession) -> list[Memory]:
@@ -68,17 +74,34 @@ class Recaller:
         up with the most recent applicable ones (subject context matters even when the
         words do not match)."""
         keys = [t.key for t in readable_targets(session.tenant, session.actor, session.subject)]
-        found = self.retriever.search(session.tenant, keys, _latest_user_text(session),
-                                      self.default_limit)
+        query, context = latest_user_turn(session)
+        found = self._search(session.tenant, keys, query, self.default_limit, session, context)
         if len(found) < self.default_limit:
             found += self.store.recent(session.tenant, keys, self.default_limit - len(found),
                                        exclude=[m.id for m in found])
         return found
 
+    def _search(self, tenant: Ref, keys: Sequence[str], query: str, limit: int,
+                session: ChatSession | None, context: str | None = None) -> list[Memory]:
+        """The retriever's ranking; a hybrid one also gets the session and the question the
+        query answers, so the query is embedded masked like the session's own text."""
+        if isinstance(self.retriever, HybridRetriever):
+            return self.retriever.search(tenant, keys, query, limit, session=session,
+                                         context=context)
+        return self.retriever.search(tenant, keys, query, limit)
 
-def _latest_user_text(session: ChatSession) -> str:
-    recent = session.messages_after(max(0, session.message_count - RECENT_TURNS_FOR_QUERY))
-    for message in reversed(recent):
+
+def latest_user_turn(session: ChatSession) -> tuple[str, str | None]:
+    """The recall query: the newest live user message among the last few (a retracted one
+    was taken back and is never sent anywhere), and the conversation message before it,
+    its context ("536221234" answering "What's your SSN?" is an SSN)."""
+    newest = session.message_count
+    read = session.messages_after(max(0, newest - RECENT_TURNS_FOR_QUERY - CONTEXT_LOOKBACK))
+    live = [m for m in read if m.retracted_at is None]
+    previous = previous_texts(live)
+    for message in reversed(live):
+        if message.seq <= newest - RECENT_TURNS_FOR_QUERY:
+            break
         if message.role.value == "user" and message.content:
-            return message.content
-    return ""
+            return message.content, previous.get(message.seq)
+    return "", None

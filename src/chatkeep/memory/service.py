@@ -16,8 +16,8 @@ from chatkeep.errors import DistillationError, InvalidArgument
 from chatkeep.jobs import Dispatcher, InlineDispatcher
 from chatkeep.llm.base import ChatModel
 from chatkeep.memory.distiller import Distiller, DistillerFilter, DistilResult
-from chatkeep.memory.embeddings import Embedder
-from chatkeep.memory.hybrid import EmbedMask, HybridRetriever
+from chatkeep.memory.embeddings import Embedder, EmbedMask
+from chatkeep.memory.hybrid import HybridRetriever
 from chatkeep.memory.recall import Memory, Recaller, Retriever, TextRetriever
 from chatkeep.memory.scopes import Scope
 from chatkeep.memory.sweep import DEFAULT_LEASE, Sweeper
@@ -58,8 +58,8 @@ class MemoryService:
     ``model`` is the ``ChatModel`` that extracts facts (``None``: ``distil`` refuses
     with ``DistillationError``). ``outbound_filter`` redacts what the distiller sends;
     ``retriever`` ranks recall (default: the database's full-text index, fused with
-    vector search when an ``embedder`` is given; ``embed_mask`` rewrites what is sent
-    to the embedding model).
+    vector search when an ``embedder`` is given; ``embed_mask``, ``pii_mask`` when privacy
+    is on, rewrites every text sent to the embedding model).
     """
 
     def __init__(self, repository: Repository, model: ChatModel | None, *,
@@ -160,14 +160,15 @@ class MemoryService:
                limit: int | None = None) -> list[Memory]:
         """Live memories that apply to ``session``: its tenant's, its subject's and (when it
         has an actor) the actor's personal ones. Ranked by relevance to ``query`` with
-        recency breaking ties; without a query, the most recent."""
+        recency breaking ties; without a query, the most recent. The query is embedded
+        masked like the session's own text (its vault's values too)."""
         if not isinstance(session, ChatSession):
             raise InvalidArgument(f"session must be a ChatSession, got {type(session).__name__}")
         check_optional_text(query, "query")
         if limit is not None:
             check_int(limit, "limit", minimum=1, maximum=INT32_MAX)
         return self.recaller.recall(session.tenant, session.actor, session.subject,
-                                    query, limit)
+                                    query, limit, session=session)
 
     def provider(self, session: ChatSession) -> list[Memory]:
         """Memories for ``build_history`` (``HistoryCompressor.memory_provider``): their

@@ -2,34 +2,34 @@
 
 Redaction happens exactly when the application switch (``privacy.anonymize_pii``,
 off by default) and the session's own (``session.anonymize_pii``, on by default)
-are both on. The guard is the ``OutboundFilter`` the compressor and the distiller
-run every outgoing text through, and it restores real values into model output.
+are both on. The guard hands out each session's egress (:mod:`chatkeep.privacy.egress`),
+which the compressor, the distiller and the framework integrations send everything
+through, and it restores real values into model output.
 
 The mapping lives in ``chat_sessions.pii_vault`` (Fernet-encrypted when
 ``privacy.encryption_key`` is set) and grows by compare-and-set, so two
 processes redacting the same session never give one placeholder two values:
-a writer that loses the race re-reads the mapping and redacts again.
+a writer that loses the race re-reads the mapping and plans again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TypeVar
 
 from chatkeep.config import PrivacyConfig
 from chatkeep.errors import PrivacyError
 from chatkeep.privacy.detector import PiiDetector, Recognizer, default_recognizers
+from chatkeep.privacy.egress import OPEN, Egress, SessionEgress, map_strings
 from chatkeep.privacy.escaping import PLACEHOLDER_TOKEN_RE, escape
 from chatkeep.privacy.redactor import Redactor
 from chatkeep.privacy.vault import PlaceholderVault, seal, unseal
 from chatkeep.sessions import ChatSession
 from chatkeep.store.repository import Repository
 
+T = TypeVar("T")
+#: Times a framework's request is scrubbed again after losing the vault's compare-and-set.
 MAX_VAULT_ATTEMPTS = 8
-
-
-def _identity(text: str, context: str | None = None) -> str:
-    return text
 
 
 class PrivacyGuard:
@@ -52,20 +52,58 @@ class PrivacyGuard:
         self.redactor = Redactor(PiiDetector(recognizers))
 
     def redacts(self, session: ChatSession) -> bool:
-        """Both switches on: the application's and this conversation's."""
-        return self.config.anonymize_pii and session.anonymize_pii
+        """Both switches on: the application's and this conversation's. The application's
+        counts as on for a session created under it or already redacted (its row is
+        ``pii_protected``), so a process started without it (a sweep, a worker on default
+        config) never sends that session's text with less protection."""
+        return session.anonymize_pii and (self.config.anonymize_pii or session.row.pii_protected)
 
     def for_session(self, session: ChatSession,
-                    known: Sequence[str | None] = ()) -> _TextFilter:
-        """The text filter for everything that leaves for a model on ``session``'s behalf.
+                    known: Sequence[str | None] = ()) -> Egress:
+        """The egress for everything that leaves for a model on ``session``'s behalf
+        (:mod:`chatkeep.privacy.egress`): the open egress when the session does not redact.
 
         ``known`` are sealed value sets carried by recalled memories
         (``Memory.sealed_pii``): their values join the session's vault, under this
         session's own placeholders, so they are redacted literally wherever they appear.
+        The egress starts from the row the caller holds (``build_history`` has just
+        re-read it); if that is stale, its first ``flush`` fails and it reloads.
         """
         if not self.redacts(session):
-            return _identity
-        return _SessionRedaction(self, session, known)
+            return OPEN
+        key = self.config.encryption_key
+        blob, version = _version_of(session)
+        session_id = session.id
+
+        def store(expected: int, vault: PlaceholderVault) -> bool:
+            return self.repository.compare_and_set_vault(session_id, expected, seal(vault, key))
+
+        return SessionEgress(
+            self.redactor, unseal(blob, key) if blob else PlaceholderVault(), version,
+            store=store, load=lambda: self._load(session_id),
+            carried=[unseal(sealed, key) for sealed in known if sealed])
+
+    def scrub(self, session: ChatSession, payload: T) -> T:
+        """A whole request body a framework is about to send on ``session``'s behalf
+        (``call_model_input_filter`` and the like), with no raw value left and its
+        placeholders stored before it is returned. Fails closed with ``PrivacyError``
+        when the mapping cannot be stored."""
+        egress = self.for_session(session)
+        for _ in range(MAX_VAULT_ATTEMPTS):
+            body = egress.scrub(payload)
+            if egress.flush():
+                return body
+        raise PrivacyError(f"session {session.id}: could not store the placeholder mapping "
+                           f"after {MAX_VAULT_ATTEMPTS} attempts; nothing was sent")
+
+    def restore_payload(self, session: ChatSession, payload: T) -> T:
+        """``restore`` over every string of a JSON-like value (a framework's model output,
+        written in placeholders, stored with its real values)."""
+        if not self.redacts(session):
+            return payload
+        vault = self.vault(session)
+        restored: T = map_strings(payload, lambda text: self.redactor.restore(text, vault))
+        return restored
 
     def vault(self, session: ChatSession) -> PlaceholderVault:
         """The session's placeholder mapping as stored."""
@@ -112,45 +150,6 @@ class PrivacyGuard:
         return unseal(blob, self.config.encryption_key), version
 
 
-class _TextFilter(Protocol):
-    def __call__(self, text: str, context: str | None = None) -> str: ...
-
-
-class _SessionRedaction:
-    """Redacts texts of one session, persisting new placeholders before returning text
-    that uses them (so every placeholder a model sees is already in the database)."""
-
-    def __init__(self, guard: PrivacyGuard, session: ChatSession,
-                 known: Sequence[str | None] = ()) -> None:
-        self.guard = guard
-        self.session_id = session.id
-        self.known = [unseal(blob, guard.config.encryption_key) for blob in known if blob]
-        # Start from the row the caller holds (build_history has just re-read it); if it is
-        # stale, the first compare-and-set fails and the mapping is re-read.
-        row = session.row
-        vault = (unseal(row.pii_vault, guard.config.encryption_key) if row.pii_vault
-                 else PlaceholderVault())
-        self._adopt(vault, row.pii_vault_version)
-
-    def _adopt(self, vault: PlaceholderVault, version: int) -> None:
-        """Take a stored vault; the size as stored decides whether a write is owed."""
-        self.vault, self.version, self.stored = vault, version, len(vault)
-        for carried in self.known:  # recalled memories' values, this session's placeholders
-            for entity_type, canonical, value in carried.entries():
-                self.vault.placeholder_for(entity_type, value, canonical)
-
-    def __call__(self, text: str, context: str | None = None) -> str:
-        for _ in range(MAX_VAULT_ATTEMPTS):
-            redacted = self.guard.redactor.redact(text, self.vault, context)
-            if len(self.vault) == self.stored:
-                return redacted
-            blob = seal(self.vault, self.guard.config.encryption_key)
-            if self.guard.repository.compare_and_set_vault(self.session_id, self.version, blob):
-                self.version += 1
-                self.stored = len(self.vault)
-                return redacted
-            self._adopt(*self.guard._load(self.session_id))
-        raise PrivacyError(
-            f"session {self.session_id}: could not store the placeholder mapping "
-            f"after {MAX_VAULT_ATTEMPTS} attempts"
-        )
+def _version_of(session: ChatSession) -> tuple[str | None, int]:
+    row = session.row
+    return row.pii_vault, row.pii_vault_version

@@ -1,0 +1,283 @@
+"""The one way out: every body bound for a model passes through a session's egress.
+
+A session's :class:`SessionEgress` holds its placeholder vault in memory. It is used in
+two places, always in this order:
+
+* as the planner's text filter (``egress(text, context)``): each outgoing text redacted
+  with the detector, with the question it answers as context, and with every value the
+  vault already holds (escaping placeholder-shaped text the user typed);
+* as the last step before bytes leave (``egress.scrub(body)``): the whole request body,
+  every string and every object key of it, whatever field it sits in (tool names and
+  arguments, a Chat ``name``, reasoning summaries, annotations, items handed back as
+  recorded). Detection runs over the whole body *first*, so a value first seen late in a
+  request is redacted early in it too; then every raw span is replaced.
+
+Fields a provider signs are never altered: ``encrypted_content`` and ``signature`` go out
+byte-identical, and a signed block whose visible text holds a detected value (Anthropic
+``thinking``) is withheld whole rather than sent (see :data:`WITHHELD_NOTE`).
+
+New placeholders live in memory until :meth:`SessionEgress.flush` stores the vault with
+compare-and-set: callers flush before anything leaves, so every placeholder a model sees
+is already stored, and a lost race means "plan again from the stored vault".
+
+Model clients are only reached through :func:`outgoing`, which refuses a body when no
+egress is bound (:func:`bound`): a code path that forgot the egress fails closed instead
+of sending. ``tests/privacy/test_one_egress.py`` checks that no module calls a client
+around it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
+from typing import Any, Protocol, TypeVar
+
+from chatkeep.errors import PrivacyError
+from chatkeep.privacy.base import Span
+from chatkeep.privacy.detector import resolve_overlaps
+from chatkeep.privacy.redactor import Redactor
+from chatkeep.privacy.vault import PlaceholderVault
+
+__all__ = ["OPEN", "Egress", "OpenEgress", "SessionEgress", "bound", "current", "map_strings",
+           "outgoing"]
+
+T = TypeVar("T")
+
+#: Keys whose values a provider signs or encrypts: sent exactly as received.
+SIGNED_KEYS = frozenset({"encrypted_content", "signature"})
+#: Block types that are wholly provider-encrypted (no visible text): sent as received.
+OPAQUE_BLOCKS = frozenset({"redacted_thinking"})
+#: Keys whose values are a closed vocabulary of the wire formats, never personal data.
+STRUCTURAL_KEYS = frozenset({"type", "role"})
+#: Why a signed block may be missing from a history (logged and documented): its visible
+#: text holds a detected value, it cannot be redacted without breaking the signature, and
+#: sending it would let the value out. With Anthropic extended thinking enabled, the
+#: provider then refuses that request, so the turn is finished with thinking disabled.
+WITHHELD_NOTE = ("a signed thinking block holding a detected value was withheld "
+                 "(its text cannot be redacted without breaking its signature)")
+
+_DROP = object()
+_CURRENT: ContextVar[Egress | None] = ContextVar("chatkeep_egress", default=None)
+
+
+class Egress(Protocol):
+    """What a session lets out: the planner's text filter, the whole-body scrub, and the
+    vault's store step."""
+
+    def __call__(self, text: str, context: str | None = None) -> str:
+        """One outgoing text, redacted (``context``: the message it answers)."""
+        ...
+
+    def scrub(self, payload: T) -> T:
+        """A whole request body (any JSON-like value) with no raw detected value left."""
+        ...
+
+    def flush(self) -> bool:
+        """Store placeholders allocated since the last flush; ``False``: another writer
+        stored first, so this egress reloaded the stored vault and the caller plans again."""
+        ...
+
+    @property
+    def withheld(self) -> int:
+        """How many signed blocks ``scrub`` withheld (see :data:`WITHHELD_NOTE`)."""
+        ...
+
+
+class OpenEgress:
+    """The egress of a session that does not redact: its text leaves as it is."""
+
+    withheld = 0
+
+    def __call__(self, text: str, context: str | None = None) -> str:
+        """``text`` unchanged."""
+        return text
+
+    def scrub(self, payload: T) -> T:
+        """``payload`` unchanged."""
+        return payload
+
+    def flush(self) -> bool:
+        """Nothing to store."""
+        return True
+
+
+#: The shared open egress (it holds no state).
+OPEN = OpenEgress()
+
+#: Stores a sealed vault if the stored version is still ``version`` (compare-and-set).
+StoreVault = Callable[[int, PlaceholderVault], bool]
+#: Reads the stored vault and its version.
+LoadVault = Callable[[], tuple[PlaceholderVault, int]]
+
+
+class SessionEgress:
+    """The egress of one redacting session for one request (or one job)."""
+
+    def __init__(self, redactor: Redactor, vault: PlaceholderVault, version: int, *,
+                 store: StoreVault, load: LoadVault,
+                 carried: Sequence[PlaceholderVault] = ()) -> None:
+        self.redactor = redactor
+        self._store, self._load = store, load
+        self._carried = list(carried)
+        self._produced: set[str] = set()
+        self.withheld = 0
+        self._adopt(vault, version)
+
+    def _adopt(self, vault: PlaceholderVault, version: int) -> None:
+        """Take the stored vault; values carried by recalled memories join it under this
+        session's own placeholders."""
+        self.vault, self.version, self._stored = vault, version, len(vault)
+        for carried in self._carried:
+            for entity_type, canonical, value in carried.entries():
+                self.vault.placeholder_for(entity_type, value, canonical)
+        self._produced.clear()
+
+    def __call__(self, text: str, context: str | None = None) -> str:
+        redacted = self.redactor.redact(text, self.vault, context)
+        self._produced.add(redacted)
+        return redacted
+
+    def scrub(self, payload: T) -> T:
+        """``payload`` with no raw value left in any string or key: detection over the
+        whole body first, then every span replaced (see the module docstring)."""
+        detected: dict[str, list[Span]] = {}
+        for text in _strings(payload):
+            if text not in detected:
+                detected[text] = self._detect(text)
+        cache: dict[str, str] = {}
+
+        def replace(text: str) -> str:
+            done = cache.get(text)
+            if done is None:
+                done = cache[text] = self._replace(text, detected.get(text, ()))
+            return done
+
+        result = _rebuild(payload, replace, self)
+        return payload if result is _DROP else result
+
+    def _detect(self, text: str) -> list[Span]:
+        """Pass one: what the detector finds in ``text`` joins the vault now, so pass two
+        redacts it wherever it stands in the body. Text this egress produced was already
+        read with its context; only the vault's values are looked for in it again."""
+        if text in self._produced or not text.strip():
+            return []
+        spans = self.redactor.detector.detect(text)
+        for span in spans:
+            self.vault.placeholder_for(span.entity_type, span.text, span.canonical)
+        return spans
+
+    def _replace(self, text: str, detected: Sequence[Span]) -> str:
+        """Pass two: every raw span (detected, or a value the vault holds in any surface
+        form) replaced by its placeholder; the rest of the text is left exactly as it is
+        (placeholders and escapes the planner wrote stay intact)."""
+        spans = resolve_overlaps([*detected, *self.vault.find_known(text)])
+        if not spans:
+            return text
+        parts: list[str] = []
+        position = 0
+        for span in spans:
+            parts += [text[position:span.start],
+                      self.vault.placeholder_for(span.entity_type, span.text, span.canonical)]
+            position = span.end
+        parts.append(text[position:])
+        return "".join(parts)
+
+    def flush(self) -> bool:
+        """Store new placeholders with compare-and-set; on a lost race, reload the stored
+        vault and answer ``False`` (the caller plans again)."""
+        if len(self.vault) == self._stored:
+            return True
+        if self._store(self.version, self.vault):
+            self.version += 1
+            self._stored = len(self.vault)
+            return True
+        self._adopt(*self._load())
+        return False
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string of a JSON-like value that ``_rebuild`` may rewrite, keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        if value.get("type") in OPAQUE_BLOCKS:
+            return
+        for key, item in value.items():
+            if isinstance(key, str):
+                yield key
+            if key in SIGNED_KEYS or (key in STRUCTURAL_KEYS and isinstance(item, str)):
+                continue
+            yield from _strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item)
+
+
+def _rebuild(value: Any, replace: Callable[[str], str], egress: SessionEgress) -> Any:
+    """``value`` with every string rewritten by ``replace``; signed fields as they are; a
+    signed block whose text would change is dropped (``_DROP``)."""
+    if isinstance(value, str):
+        return replace(value)
+    if isinstance(value, dict):
+        if value.get("type") in OPAQUE_BLOCKS:
+            return value
+        signed = any(key in SIGNED_KEYS for key in value)
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            if key in SIGNED_KEYS or (key in STRUCTURAL_KEYS and isinstance(item, str)):
+                out[key] = item
+                continue
+            new = _rebuild(item, replace, egress)
+            if signed and key != "summary" and new != item:
+                # A signed block's visible text cannot change: withhold the block.
+                # (A Responses reasoning item's summary is not signed: it is redacted.)
+                egress.withheld += 1
+                return _DROP
+            out[replace(key) if isinstance(key, str) else key] = new
+        return out
+    if isinstance(value, list | tuple):
+        items = [_rebuild(item, replace, egress) for item in value]
+        return [item for item in items if item is not _DROP]
+    return value
+
+
+def map_strings(value: Any, fn: Callable[[str], str]) -> Any:
+    """A JSON-like value with ``fn`` applied to every string value (keys kept)."""
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {key: map_strings(item, fn) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [map_strings(item, fn) for item in value]
+    return value
+
+
+@contextlib.contextmanager
+def bound(egress: Egress) -> Iterator[Egress]:
+    """Bind ``egress`` for the model calls made inside the block (see :func:`outgoing`)."""
+    token = _CURRENT.set(egress)
+    try:
+        yield egress
+    finally:
+        _CURRENT.reset(token)
+
+
+def current() -> Egress | None:
+    """The egress bound for the running code, if any."""
+    return _CURRENT.get()
+
+
+def outgoing(payload: T) -> T:
+    """What a model client may send: ``payload`` scrubbed by the bound egress, whose vault
+    is stored before this returns. Fails closed: with no egress bound, or when the vault
+    cannot be stored, a ``PrivacyError`` is raised and nothing is sent."""
+    egress = _CURRENT.get()
+    if egress is None:
+        raise PrivacyError("a model call outside chatkeep's egress: every request must be "
+                           "made inside privacy.egress.bound(...) so it can be redacted")
+    body = egress.scrub(payload)
+    if not egress.flush():
+        raise PrivacyError("the session's placeholder mapping changed while this request "
+                           "was being redacted; nothing was sent, try again")
+    return body
