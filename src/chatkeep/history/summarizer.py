@@ -29,7 +29,7 @@ from chatkeep.history.summary import (
     salience,
 )
 from chatkeep.history.transcript import SPEAKER, transcript
-from chatkeep.llm.base import ChatModel, Completion
+from chatkeep.llm.base import ChatModel, Completion, as_chat_model
 from chatkeep.messages import Message, Usage
 from chatkeep.tokens import HeuristicCounter, TokenCounter
 
@@ -105,7 +105,9 @@ class LLMSummarizer:
     def __init__(self, model: ChatModel, model_name: str = "gpt-4o-mini", *,
                  max_summary_tokens: int = 600, counter: TokenCounter | None = None,
                  json_mode: bool = True) -> None:
-        self.model = model
+        # Guarded: it sends only through the egress bound around the call (the compressor
+        # binds the session's), whoever built this summariser.
+        self.model = as_chat_model(model)
         self.model_name = model_name
         self.max_summary_tokens = max_summary_tokens
         self.counter = counter or HeuristicCounter()

@@ -23,7 +23,7 @@ from chatkeep.errors import DistillationError, ModelError
 from chatkeep.history.compressor import OutboundFilter
 from chatkeep.history.plan import previous_texts
 from chatkeep.history.transcript import transcript
-from chatkeep.llm.base import ChatModel
+from chatkeep.llm.base import ChatModel, as_chat_model
 from chatkeep.memory.carried import MemoryValues
 from chatkeep.memory.hybrid import HybridRetriever
 from chatkeep.memory.prompts import DecisionItem, decision_messages, extraction_messages
@@ -104,7 +104,7 @@ class Distiller:
                  outbound_filter: DistillerFilter | None = None,
                  counter: TokenCounter | None = None) -> None:
         self.store = store
-        self.model = model
+        self.model = as_chat_model(model)  # sends only through the egress bound in _ask
         self.retriever = retriever
         self.model_name = model_name
         self.language = language

@@ -1,8 +1,10 @@
 """``PrivacyGuard``: the two switches, and the per-session placeholder mapping in the database.
 
-Redaction happens exactly when the application switch (``privacy.anonymize_pii``,
-off by default) and the session's own (``session.anonymize_pii``, on by default)
-are both on. The guard hands out each session's egress (:mod:`chatkeep.privacy.egress`),
+Redaction happens when the session's own switch (``session.anonymize_pii``, on by
+default) is on and either the application switch (``privacy.anonymize_pii``, off by
+default) is on or the session records that it was created (or redacted) under it
+(``pii_protected``): a process started with the default config never sends a session's
+text with less protection than it was created under. The guard hands out each session's egress (:mod:`chatkeep.privacy.egress`),
 which the compressor, the distiller and the framework integrations send everything
 through, and it restores real values into model output.
 
