@@ -14,11 +14,14 @@ from chatkeep.errors import (
     InvalidMessage,
     InvalidReference,
     InvalidTokens,
+    KeepClosed,
     ModelError,
     PrivacyError,
     SessionClosed,
     SessionNotFound,
     StoreError,
+    SummaryReplyError,
+    UnknownJob,
 )
 from chatkeep.formats import AnthropicHistory, History, HistoryInfo
 from chatkeep.history import HistoryCompressor
@@ -45,6 +48,7 @@ __all__ = [
     "InvalidMessage",
     "InvalidReference",
     "InvalidTokens",
+    "KeepClosed",
     "Memory",
     "MemoryService",
     "Message",
@@ -58,7 +62,9 @@ __all__ = [
     "SessionClosed",
     "SessionNotFound",
     "StoreError",
+    "SummaryReplyError",
     "ToolCall",
+    "UnknownJob",
     "Usage",
 ]
 

@@ -1,7 +1,26 @@
-"""Typed errors: every failure chatkeep reports on purpose is a ``ChatkeepError``.
+"""Typed errors: every exception chatkeep raises is a ``ChatkeepError``, defined here.
 
 Callers can catch the base class, or a precise subclass when they want to react
-differently (a missing session is a 404, an invalid message is a 400, ...).
+differently (a missing session is a 404, an invalid message is a 400, ...). Where a
+builtin exception means the same, it is a base too, so ``except ValueError`` keeps
+working::
+
+    ChatkeepError
+    ├── ConfigError (ValueError)          configuration, or a client of the wrong kind
+    ├── InvalidArgument (ValueError)      an argument a call cannot take
+    ├── InvalidReference (ValueError)     a malformed tenant / actor / subject reference
+    ├── InvalidMessage (ValueError)       a message that cannot be recorded
+    ├── InvalidTokens (ValueError)        a negative or non-integer token count
+    ├── IncompleteToolTurn                tool calls still waiting for their results
+    ├── SessionNotFound (LookupError)     no such session for that tenant
+    ├── SessionClosed                     the session was closed
+    ├── UnknownJob (LookupError)          a job name no handler takes
+    ├── KeepClosed                        an AsyncChatkeep used after close()
+    ├── ModelError                        a model or embedding call failed
+    │   └── SummaryReplyError             the summariser's JSON reply is off-shape
+    ├── DistillationError                 a range could not become memories
+    ├── PrivacyError                      redaction could not be applied: nothing is sent
+    └── StoreError                        the database refused, or cannot be reached
 """
 
 from __future__ import annotations
@@ -67,3 +86,15 @@ class PrivacyError(ChatkeepError):
 
 class StoreError(ChatkeepError):
     """The database refused an operation in a way the caller should know about."""
+
+
+class UnknownJob(ChatkeepError, LookupError):
+    """A job name nothing handles."""
+
+
+class KeepClosed(ChatkeepError):
+    """A method was awaited on an ``AsyncChatkeep`` after ``close()``."""
+
+
+class SummaryReplyError(ModelError):
+    """The summariser's JSON reply is off-shape: nothing of it is used."""

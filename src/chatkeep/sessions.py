@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from chatkeep.errors import ChatkeepError, InvalidMessage, InvalidTokens
+from chatkeep.errors import ChatkeepError, InvalidArgument, InvalidMessage, InvalidTokens
 from chatkeep.messages import (
     Message,
     MessageDraft,
@@ -156,7 +156,7 @@ class ChatSession:
     def _replace_row(self, row: SessionRow) -> None:
         """Adopt a row returned by a write made elsewhere (the compressor's compare-and-set)."""
         if row.id != self.id:
-            raise ValueError("row belongs to another session")
+            raise InvalidArgument("row belongs to another session")
         self._row = row
 
     def refresh(self) -> ChatSession:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from chatkeep.errors import ConfigError
+
 
 @runtime_checkable
 class TokenCounter(Protocol):
@@ -24,7 +26,7 @@ class HeuristicCounter:
 
     def __init__(self, chars_per_token: int = 4) -> None:
         if chars_per_token <= 0:
-            raise ValueError("chars_per_token must be positive")
+            raise ConfigError("chars_per_token must be positive")
         self.chars_per_token = chars_per_token
 
     def count(self, text: str) -> int:

@@ -4,10 +4,11 @@
 does. One implementation of every rule serves both (see :mod:`chatkeep.aio.bridge`).
 """
 
-from chatkeep.aio.app import AsyncChatkeep, KeepClosed
+from chatkeep.aio.app import AsyncChatkeep
 from chatkeep.aio.dispatch import TaskDispatcher
 from chatkeep.aio.services import AsyncHistoryCompressor, AsyncMemoryService, AsyncPrivacyGuard
 from chatkeep.aio.sessions import AsyncChatSession, AsyncSessionService
+from chatkeep.errors import KeepClosed
 from chatkeep.llm.base import AsyncChatModel
 from chatkeep.llm.openai_client import AsyncOpenAIChatModel
 

@@ -19,7 +19,7 @@ from chatkeep.aio.services import AsyncHistoryCompressor, AsyncMemoryService, As
 from chatkeep.aio.sessions import AsyncSessionService
 from chatkeep.app import Chatkeep
 from chatkeep.config import Config
-from chatkeep.errors import ChatkeepError, ConfigError
+from chatkeep.errors import ConfigError, KeepClosed
 from chatkeep.jobs import Dispatcher, InlineDispatcher, ThreadPoolDispatcher
 from chatkeep.llm.base import AsyncChatModel, as_async_chat_model
 from chatkeep.llm.openai_client import async_model_from_config
@@ -31,10 +31,6 @@ from chatkeep.tokens import TokenCounter
 
 P = ParamSpec("P")
 T = TypeVar("T")
-
-
-class KeepClosed(ChatkeepError):
-    """A method was awaited on an ``AsyncChatkeep`` after ``close()``."""
 
 
 class AsyncChatkeep:

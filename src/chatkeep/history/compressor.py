@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol, TypeVar, overload
 
 from chatkeep.config import ChatConfig
-from chatkeep.errors import InvalidArgument, PrivacyError
+from chatkeep.errors import InvalidArgument, ModelError, PrivacyError
 from chatkeep.formats import AnthropicHistory, History, HistoryInfo, get_format
 from chatkeep.formats.openai_chat import ChatHistory
 from chatkeep.formats.openai_responses import ResponsesHistory
@@ -360,7 +360,7 @@ class HistoryCompressor:
             result = self.summarizer.summarize(
                 (previous.render() or None) if previous else None, chunk, language)
         if not isinstance(result, SummaryResult) or not result.text.strip():
-            raise ValueError("the summariser returned no text")
+            raise ModelError("the summariser returned no text")
         base = previous or StructuredSummary()
         return result, StructuredSummary(narrative=result.text.strip(), folds=base.folds + 1,
                                          next_id=base.next_id)

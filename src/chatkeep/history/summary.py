@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from chatkeep.errors import ModelError
+from chatkeep.errors import InvalidArgument, SummaryReplyError
 from chatkeep.history.clip import clip
 from chatkeep.tokens import TokenCounter
 
@@ -69,10 +69,6 @@ _PREFIX = {ItemType.RULE: "r", ItemType.CONSTRAINT: "c", ItemType.TASK: "t",
            ItemType.FACT: "f", ItemType.PREFERENCE: "p"}
 #: Joins texts so one filter call (restore, redact) serves all of a summary's texts.
 _JOIN = "\n\u241e\n"
-
-
-class SummaryReplyError(ModelError):
-    """The summariser's JSON reply is off-shape: nothing of it is used."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +214,7 @@ class StructuredSummary:
         texts = self.texts()
         changed = change(texts)
         if len(changed) != len(texts):
-            raise ValueError("a text filter must return one text per text")
+            raise InvalidArgument("a text filter must return one text per text")
         if changed == texts:  # nothing to restore or redact: the usual case, every turn
             return self
         items = tuple(replace(i, text=t) for i, t in zip(self.items, changed[1:], strict=True))
@@ -462,7 +458,7 @@ class WordSearch:
                  digits: bool = False) -> None:
         if re.search(r"[A-Z]", re.sub(r"\\.", "", pattern.pattern)) or \
                 any(h != h.lower() for h in hints):
-            raise ValueError(f"{pattern.pattern!r} or its hints have uppercase letters: "
+            raise InvalidArgument(f"{pattern.pattern!r} or its hints have uppercase letters: "
                              "the lowercased text would miss them")
         self.pattern = pattern
         self.hints = tuple(hints)

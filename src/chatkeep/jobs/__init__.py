@@ -13,15 +13,11 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol, runtime_checkable
 
-from chatkeep.errors import ConfigError
+from chatkeep.errors import ConfigError, UnknownJob
 
 log = logging.getLogger("chatkeep.jobs")
 
 JobHandler = Callable[[str], Any]
-
-
-class UnknownJob(LookupError):
-    """A job name nothing handles."""
 
 
 @runtime_checkable

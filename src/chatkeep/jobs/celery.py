@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from celery import Celery, Task
 
-from chatkeep.jobs import JobHandler, UnknownJob
+from chatkeep.errors import ConfigError, UnknownJob
+from chatkeep.jobs import JobHandler
 
 if TYPE_CHECKING:
     from chatkeep.app import Chatkeep
@@ -70,7 +71,7 @@ def _default_keep() -> Chatkeep:
 
     url = os.environ.get("CHATKEEP_DATABASE_URL")
     if not url:
-        raise RuntimeError("set CHATKEEP_DATABASE_URL for the chatkeep Celery worker")
+        raise ConfigError("set CHATKEEP_DATABASE_URL for the chatkeep Celery worker")
     return Chatkeep(url, dispatcher=CeleryDispatcher(app), create_schema=False)
 
 

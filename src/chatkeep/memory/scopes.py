@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from chatkeep.errors import InvalidArgument
 from chatkeep.refs import Ref
 
 
@@ -46,9 +47,9 @@ class ScopeTarget:
 
     def __post_init__(self) -> None:
         if (self.scope is Scope.SUBJECT) != (self.subject is not None):
-            raise ValueError("a subject memory needs a subject, and only it has one")
+            raise InvalidArgument("a subject memory needs a subject, and only it has one")
         if (self.scope is Scope.PERSONAL) != (self.actor is not None):
-            raise ValueError("a personal memory needs an actor, and only it has one")
+            raise InvalidArgument("a personal memory needs an actor, and only it has one")
 
     @property
     def key(self) -> str:

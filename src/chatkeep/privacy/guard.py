@@ -4,9 +4,11 @@ Redaction happens when the session's own switch (``session.anonymize_pii``, on b
 default) is on and either the application switch (``privacy.anonymize_pii``, off by
 default) is on or the session records that it was created (or redacted) under it
 (``pii_protected``): a process started with the default config never sends a session's
-text with less protection than it was created under. The guard hands out each session's egress (:mod:`chatkeep.privacy.egress`),
-which the compressor, the distiller and the framework integrations send everything
-through, and it restores real values into model output.
+text with less protection than it was created under.
+
+The guard hands out each session's egress (:mod:`chatkeep.privacy.egress`), which the
+compressor, the distiller and the framework integrations send everything through, and
+it restores real values into model output.
 
 The mapping lives in ``chat_sessions.pii_vault`` (Fernet-encrypted when
 ``privacy.encryption_key`` is set) and grows by compare-and-set, so two

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 from sqlalchemy import Connection, Engine, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
-from chatkeep.errors import InvalidMessage, SessionNotFound
+from chatkeep.errors import InvalidArgument, InvalidMessage, SessionNotFound
 from chatkeep.messages import Message, MessageDraft, Role, ToolCall
 from chatkeep.refs import Ref
 from chatkeep.store.connections import autocommit, reading, transaction
@@ -198,7 +198,7 @@ class Repository:
         allowed = {"anonymize_pii", "title", "metadata", "closed_at"}
         unknown = set(values) - allowed
         if unknown:
-            raise ValueError(f"cannot update {sorted(unknown)} directly")
+            raise InvalidArgument(f"cannot update {sorted(unknown)} directly")
         with self.transaction() as conn:
             row = conn.execute(
                 update(chat_sessions).where(chat_sessions.c.id == session_id).values(**values)

@@ -23,6 +23,7 @@ import openai
 from chatkeep.aio import AsyncChatkeep, AsyncChatSession
 from chatkeep.aio.bridge import bridge
 from chatkeep.app import Chatkeep
+from chatkeep.errors import InvalidArgument
 from chatkeep.llm.base import ChatModel, Completion, is_async_client
 from chatkeep.sessions import ChatSession
 from chatkeep.testing.postgres import with_driver
@@ -43,7 +44,7 @@ class LoopThread:
         """Run ``coroutine`` on the loop and return its result (or raise its error)."""
         if threading.current_thread() is self._thread:
             coroutine.close()
-            raise RuntimeError("a sync call from inside the event loop would deadlock: this "
+            raise InvalidArgument("a sync call from inside the event loop would deadlock: this "
                                "test reaches below the public API (mark it sync_api)")
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=120)
 
@@ -224,11 +225,11 @@ def open_on_axis(database_url: str, api: str, **kwargs: Any) -> Any:
     """A ``Chatkeep`` for ``api="sync"``, else a :class:`SyncOverAsync` whose PostgreSQL
     URL names the axis' async driver."""
     if api not in API_AXIS:
-        raise ValueError(f"api must be one of {API_AXIS}, got {api!r}")
+        raise InvalidArgument(f"api must be one of {API_AXIS}, got {api!r}")
     if api == "sync":
         return Chatkeep(database_url, **kwargs)
     if database_url.startswith("postgresql"):
         database_url = with_driver(database_url, _AXIS_DRIVERS[api])
     elif api == "async_psycopg":
-        raise ValueError("the async_psycopg axis is PostgreSQL's")
+        raise InvalidArgument("the async_psycopg axis is PostgreSQL's")
     return SyncOverAsync(database_url, **kwargs)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from alembic import context
 
+from chatkeep.errors import ConfigError
 from chatkeep.store.schema import metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:  # pragma: no cover - chatkeep always passes a connection
-    raise RuntimeError("run migrations with `chatkeep db upgrade` or chatkeep.store.migrate")
+    raise ConfigError("run migrations with `chatkeep db upgrade` or chatkeep.store.migrate")
 
 context.configure(
     connection=connection,
