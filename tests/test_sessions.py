@@ -120,9 +120,9 @@ def test_add_assistant_response_from_the_real_sdk(keep: Chatkeep) -> None:
 
 
 def test_anthropic_shaped_response_is_read() -> None:
-    from chatkeep.messages import assistant_turn_from_response
+    from chatkeep.formats import read_response
 
-    turn = assistant_turn_from_response({
+    turn = read_response({
         "type": "message", "model": "claude", "usage": {"input_tokens": 5, "output_tokens": 3},
         "content": [{"type": "text", "text": "Hi"},
                     {"type": "tool_use", "id": "tu_1", "name": "f", "input": {"a": 1}}]})

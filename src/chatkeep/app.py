@@ -19,7 +19,8 @@ from chatkeep.config import Config
 from chatkeep.errors import ChatkeepError, ConfigError, InvalidArgument, StoreError
 from chatkeep.history.compressor import HistoryCompressor
 from chatkeep.jobs import Dispatcher, make_dispatcher
-from chatkeep.llm.base import ChatModel, as_chat_model
+from chatkeep.llm.adapt import as_chat_model
+from chatkeep.llm.base import ChatModel
 from chatkeep.llm.openai_client import model_from_config
 from chatkeep.memory import DISTIL_JOB, MemoryService
 from chatkeep.memory.embeddings import Embedder, embedder_from_config, pii_mask

@@ -202,13 +202,6 @@ def as_dict(obj: Any, what: str = "a response") -> dict[str, Any]:
     raise InvalidMessage(f"cannot read {what} of type {type(obj).__name__}")
 
 
-def assistant_turn_from_response(response: Any) -> AssistantTurn:
-    """Read any supported provider response (see :func:`chatkeep.formats.read_response`)."""
-    from chatkeep.formats import read_response
-
-    return read_response(response)
-
-
 def parse_tool_calls(raw: Sequence[Any] | None) -> tuple[ToolCall, ...]:
     """Accept ``ToolCall`` objects or OpenAI-format dicts."""
     if not raw:

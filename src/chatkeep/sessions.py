@@ -14,13 +14,13 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from chatkeep.errors import ChatkeepError, InvalidArgument, InvalidMessage, InvalidTokens
+from chatkeep.formats import get_format, read_response
 from chatkeep.messages import (
     Message,
     MessageDraft,
     Role,
     ToolCall,
     Usage,
-    assistant_turn_from_response,
     parse_tool_calls,
 )
 from chatkeep.refs import Ref, require_ref
@@ -236,7 +236,7 @@ class ChatSession:
         finished), an OpenAI Responses ``Response``, or an Anthropic ``Message``.
         """
         metadata = check_metadata(metadata, error=InvalidMessage)
-        turn = _reading("a model response", assistant_turn_from_response, response)
+        turn = _reading("a model response", read_response, response)
         return self.add_drafts([MessageDraft.from_turn(turn, metadata)])[0]
 
     def record(self, payload: Any, *, format: str) -> list[Message]:
@@ -246,8 +246,6 @@ class ChatSession:
         (input items, or a string) or ``"anthropic_messages"`` (a list of ``MessageParam``:
         tool results sent as a user message of ``tool_result`` blocks become tool results).
         """
-        from chatkeep.formats import get_format
-
         wire = get_format(format)
         return self.add_drafts(_reading(f"a {wire.NAME} payload", wire.from_wire, payload))
 

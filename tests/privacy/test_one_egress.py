@@ -25,7 +25,7 @@ ALLOWED_CLIENT_CALLS = {
     ("memory/embeddings.py", "_batch"): "the embeddings transport, reached via _send",
 }
 ALLOWED_COMPLETE = {
-    ("llm/base.py", "complete"): "GuardedChatModel: the scrubbed body to the inner model",
+    ("llm/adapt.py", "complete"): "GuardedChatModel: the scrubbed body to the inner model",
     ("aio/bridge.py", "complete"): "BridgedChatModel: always the inner of a GuardedChatModel",
     ("history/summarizer.py", "_complete"): "self.model is guarded in __init__",
     ("memory/distiller.py", "_ask"): "self.model is guarded in __init__, egress bound",

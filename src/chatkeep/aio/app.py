@@ -21,7 +21,8 @@ from chatkeep.app import Chatkeep
 from chatkeep.config import Config
 from chatkeep.errors import ConfigError, KeepClosed
 from chatkeep.jobs import Dispatcher, InlineDispatcher, ThreadPoolDispatcher
-from chatkeep.llm.base import AsyncChatModel, as_async_chat_model
+from chatkeep.llm.adapt import as_async_chat_model
+from chatkeep.llm.base import AsyncChatModel
 from chatkeep.llm.openai_client import async_model_from_config
 from chatkeep.memory.embeddings import AsyncEmbedder, AsyncOpenAIEmbedder, embedder_from_config
 from chatkeep.privacy.detector import Recognizer

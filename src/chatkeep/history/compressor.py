@@ -39,7 +39,7 @@ from chatkeep.history.summarizer import (
     SummaryResult,
 )
 from chatkeep.history.summary import StructuredSummary, through_filter
-from chatkeep.llm.base import as_chat_model
+from chatkeep.llm.adapt import as_chat_model
 from chatkeep.messages import Message
 from chatkeep.privacy.egress import OPEN, WITHHELD_NOTE, Egress, bound
 from chatkeep.sessions import ChatSession

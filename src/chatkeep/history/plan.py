@@ -38,8 +38,6 @@ class TextFilter(Protocol):
         ...
 
 
-Redact = TextFilter
-
 
 @dataclass(frozen=True, slots=True)
 class HistoryPlan:
@@ -59,7 +57,7 @@ class HistoryPlan:
 
 def plan_history(*, system_text: str, pinned_before: Sequence[Message], summary: str | None,
                  messages: Sequence[Message], config: ChatConfig, counter: TokenCounter,
-                 redact: Redact, format: str, allow_fold: bool = True) -> HistoryPlan:
+                 redact: TextFilter, format: str, allow_fold: bool = True) -> HistoryPlan:
     """Decide the next history. ``system_text`` and ``summary`` are already in outgoing form;
     ``pinned_before`` are the system messages at or below the watermark, ``messages`` the
     ones after it. Raises ``IncompleteToolTurn`` when the open turn waits for a result."""
@@ -167,7 +165,7 @@ class _Outbound:
     """Redacts then clips outgoing text (never the other way: a clip can cut a value in
     two and leave half of it raw); counts clipped messages."""
 
-    def __init__(self, config: ChatConfig, counter: TokenCounter, redact: Redact,
+    def __init__(self, config: ChatConfig, counter: TokenCounter, redact: TextFilter,
                  previous: dict[int, str] | None = None) -> None:
         self.cap = config.max_message_tokens
         self.counter = counter
@@ -207,7 +205,7 @@ class _Outbound:
         return arguments if redacted == value else json.dumps(redacted, ensure_ascii=False)
 
 
-def _redact_strings(value: Any, redact: Redact) -> Any:
+def _redact_strings(value: Any, redact: TextFilter) -> Any:
     """Every string of a JSON value redacted, object keys included (a key can be an
     e-mail address or a name as well as a value can)."""
     if isinstance(value, str):

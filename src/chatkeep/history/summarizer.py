@@ -29,7 +29,8 @@ from chatkeep.history.summary import (
     salience,
 )
 from chatkeep.history.transcript import SPEAKER, transcript
-from chatkeep.llm.base import ChatModel, Completion, as_chat_model
+from chatkeep.llm.adapt import as_chat_model
+from chatkeep.llm.base import ChatModel, Completion
 from chatkeep.messages import Message, Usage
 from chatkeep.tokens import HeuristicCounter, TokenCounter
 

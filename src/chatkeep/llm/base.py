@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from chatkeep.errors import ConfigError
 from chatkeep.messages import Usage
-from chatkeep.privacy.egress import outgoing
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,79 +38,3 @@ class AsyncChatModel(Protocol):
                        json_mode: bool = False) -> Completion:
         """Answer ``messages`` with ``model``; ``json_mode`` asks for a JSON object reply."""
         ...
-
-
-class GuardedChatModel:
-    """The only way chatkeep's core reaches a language model: every model it is given is
-    wrapped in this (:func:`as_chat_model`), and each request body passes
-    :func:`chatkeep.privacy.egress.outgoing` on its way to the client, scrubbed by the
-    session's egress bound around the call and refused when none is. A code path that
-    forgets the egress fails closed in every test, privacy on or off."""
-
-    def __init__(self, inner: ChatModel) -> None:
-        self.inner = inner
-
-    def complete(self, messages: Sequence[dict[str, Any]], *, model: str,
-                 max_tokens: int | None = None, temperature: float | None = None,
-                 json_mode: bool = False) -> Completion:
-        """``inner.complete`` on the scrubbed messages (``PrivacyError`` with no egress)."""
-        return self.inner.complete(outgoing(list(messages)), model=model,
-                                   max_tokens=max_tokens, temperature=temperature,
-                                   json_mode=json_mode)
-
-
-def as_async_chat_model(client: Any) -> AsyncChatModel:
-    """Async twin of ``as_chat_model``: an ``AsyncChatModel`` or an ``openai.AsyncOpenAI``
-    client. A sync client is a ``ConfigError`` here, at construction: its calls would block
-    the event loop."""
-    if not is_async_client(client):
-        raise ConfigError(
-            f"{type(client).__name__} is a sync client, and this is the async API: pass "
-            "openai.AsyncOpenAI (or an AsyncChatModel) here, or use chatkeep.Chatkeep")
-    if isinstance(client, AsyncChatModel) and not hasattr(client, "chat"):
-        return client
-    if hasattr(client, "chat") and hasattr(client.chat, "completions"):
-        from chatkeep.llm.openai_client import AsyncOpenAIChatModel
-
-        return AsyncOpenAIChatModel(client)
-    raise ConfigError(
-        f"expected a chatkeep AsyncChatModel or an openai.AsyncOpenAI client, "
-        f"got {type(client).__name__}")
-
-
-def as_chat_model(client: Any) -> ChatModel:
-    """Accept a ``ChatModel`` or an ``openai.OpenAI``-style client and return a ``ChatModel``
-    that only sends through the bound egress (:class:`GuardedChatModel`).
-
-    An async client (``openai.AsyncOpenAI``, ``anthropic.AsyncAnthropic``) is refused here,
-    at construction, with a ``ConfigError``: its calls return coroutines the sync API
-    cannot await, which would otherwise fail on every compression.
-    """
-    if isinstance(client, GuardedChatModel):
-        return client
-    if is_async_client(client):
-        raise ConfigError(
-            f"{type(client).__name__} is an async client, and this is the sync API: pass "
-            "the sync client (openai.OpenAI) here")
-    if isinstance(client, ChatModel):
-        return GuardedChatModel(client)
-    if hasattr(client, "chat") and hasattr(client.chat, "completions"):
-        from chatkeep.llm.openai_client import OpenAIChatModel
-
-        return GuardedChatModel(OpenAIChatModel(client))
-    raise ConfigError(
-        f"expected a chatkeep ChatModel or an OpenAI client, got {type(client).__name__}")
-
-
-def is_async_client(client: Any) -> bool:
-    """Whether ``client`` is an async SDK client or an async ``ChatModel`` (its calls return
-    coroutines)."""
-    if type(client).__name__.startswith("Async"):
-        return True
-    for path in (("complete",), ("chat", "completions", "create"), ("messages", "create")):
-        target: Any = client
-        for attr in path:
-            target = getattr(target, attr, None)
-        if target is not None:
-            return inspect.iscoroutinefunction(target)
-    return False

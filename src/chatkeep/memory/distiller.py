@@ -23,7 +23,8 @@ from chatkeep.errors import DistillationError, ModelError
 from chatkeep.history.compressor import OutboundFilter
 from chatkeep.history.plan import previous_texts
 from chatkeep.history.transcript import transcript
-from chatkeep.llm.base import ChatModel, as_chat_model
+from chatkeep.llm.adapt import as_chat_model
+from chatkeep.llm.base import ChatModel
 from chatkeep.memory.carried import MemoryValues
 from chatkeep.memory.hybrid import HybridRetriever
 from chatkeep.memory.prompts import DecisionItem, decision_messages, extraction_messages

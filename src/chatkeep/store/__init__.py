@@ -1,4 +1,5 @@
-"""Persistence: tables, engine set-up and the repository (the only code that issues SQL)."""
+"""Persistence: tables, engine set-up, migrations, and the repositories and driver paths
+that run every SQL statement (no module outside this package issues SQL)."""
 
 from chatkeep.store.engine import make_engine
 from chatkeep.store.repository import Repository, SessionRow, UsageLine

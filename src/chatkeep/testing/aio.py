@@ -24,7 +24,8 @@ from chatkeep.aio import AsyncChatkeep, AsyncChatSession
 from chatkeep.aio.bridge import bridge
 from chatkeep.app import Chatkeep
 from chatkeep.errors import InvalidArgument
-from chatkeep.llm.base import ChatModel, Completion, is_async_client
+from chatkeep.llm.adapt import is_async_client
+from chatkeep.llm.base import ChatModel, Completion
 from chatkeep.sessions import ChatSession
 from chatkeep.testing.postgres import with_driver
 
