@@ -2,7 +2,13 @@
 
 Run from the repository root: ``python bench/pii.py`` (prints markdown);
 ``--no-presidio`` skips the Presidio yardstick, ``--errors`` lists our misses and
-false alarms on the development sets (never on the held-out ones).
+false alarms on the development sets (never on the held-out ones). ``--only`` picks
+sections (comma-separated): ``accuracy``, ``timing``, ``worst``, ``turn``, ``surface``;
+``redaction`` stands for the last two (``--only redaction`` runs just them). The
+accuracy, timing and worst-case tables are always Markdown; ``--markdown`` prints the
+turn and surface tables as Markdown too (aligned plain text otherwise). ``--turns``,
+``--surface-repeats``, ``--format``, ``--db-dir`` and ``--profile`` tune the turn
+section (see ``bench/pii_cost.py``, which describes both sections).
 
 Accuracy uses the default detector (pattern recognizers and the dependency-free
 name recognizer, no NER) on the labelled sets in ``tests/data/pii/`` (strict span
@@ -21,6 +27,11 @@ characters. The worst case redacts each of
 :data:`~chatkeep.privacy.evaluation.ADVERSARIAL_FAMILIES` at 10 KB and 100 KB and
 reports the slowest ms per KB at each size and the growth (x10 input: linear is
 ~10, quadratic ~100).
+
+Redaction cost per turn: one ``build_history`` of a 100-message session with redaction
+on and off, side by side in one run, the ratio judged against the 2.0x target.
+Surface-form families: ms per KB to redact ~10 KB of each surface form a known value
+can come back in, and the worst family (both in ``bench/pii_cost.py``).
 """
 
 from __future__ import annotations
@@ -53,6 +64,9 @@ from chatkeep.privacy.evaluation import (  # noqa: E402
 from chatkeep.privacy.redactor import Redactor  # noqa: E402
 from chatkeep.privacy.vault import PlaceholderVault  # noqa: E402
 from chatkeep.testing.timing import best_time  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pii_cost  # noqa: E402  (the turn and surface sections)
 
 DATA = ROOT / "tests" / "data" / "pii"
 SETS = {
@@ -341,22 +355,69 @@ def worst_case_table(redactor: Redactor) -> str:
     return "\n".join(lines)
 
 
+SECTIONS = ("accuracy", "timing", "worst", "turn", "surface")
+SECTION_GROUPS = {"redaction": ("turn", "surface")}
+
+
+def _sections(value: str) -> set[str]:
+    """``--only``'s comma-separated section names (groups expanded)."""
+    chosen: set[str] = set()
+    for name in filter(None, (part.strip() for part in value.split(","))):
+        if name in SECTION_GROUPS:
+            chosen.update(SECTION_GROUPS[name])
+        elif name in SECTIONS:
+            chosen.add(name)
+        else:
+            names = ", ".join((*SECTIONS, *SECTION_GROUPS))
+            raise argparse.ArgumentTypeError(f"unknown section {name!r} (one of {names})")
+    return chosen
+
+
 def main() -> None:
-    """Print the benchmark as markdown."""
+    """Print the benchmark (see the module docstring for the sections and flags)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--no-presidio", action="store_true", help="skip the Presidio yardstick")
     parser.add_argument("--errors", action="store_true", help="list errors on development sets")
+    parser.add_argument("--only", type=_sections, default=set(SECTIONS),
+                        help="sections to run, comma-separated: " + ", ".join(
+                            (*SECTIONS, *SECTION_GROUPS)) + " (default: all)")
+    parser.add_argument("--markdown", action="store_true",
+                        help="print the turn and surface tables as Markdown")
+    parser.add_argument("--turns", type=int, default=40,
+                        help="interleaved build_history repetitions per session (turn)")
+    parser.add_argument("--surface-repeats", type=int, default=15,
+                        help="redactions per surface-form family")
+    parser.add_argument("--format", default="openai_chat",
+                        choices=("openai_chat", "openai_responses", "anthropic_messages"),
+                        help="wire format of the timed build_history (turn)")
+    parser.add_argument("--db-dir", type=Path, default=None,
+                        help="directory for the SQLite file (default: a temporary one)")
+    parser.add_argument("--profile", action="store_true",
+                        help="profile a redacting turn even when the target is met")
     args = parser.parse_args()
+    sections: set[str] = args.only
+    print(f"## chatkeep PII benchmark (Python {sys.version.split()[0]})\n")
+    if sections & {"accuracy", "timing", "worst"}:
+        detection_sections(args, sections)
+    if "turn" in sections:
+        print(pii_cost.turn_section(args.turns, args.format, args.markdown, args.db_dir,
+                                    args.profile))
+        print()
+    if "surface" in sections:
+        print(pii_cost.surface_section(args.surface_repeats, args.markdown))
+
+
+def detection_sections(args: argparse.Namespace, sections: set[str]) -> None:
+    """The accuracy tables, redaction time per 1 KB and the worst case (Markdown)."""
     detector = PiiDetector()
     redactor = Redactor(detector)
     presidio: PresidioPatterns | None = None
     note = ""
-    if not args.no_presidio:
+    if not args.no_presidio and sections & {"accuracy", "timing"}:
         try:
             presidio = PresidioPatterns()
         except ImportError as exc:
             note = f"(Presidio not run: {exc}; `pip install -e '.[bench]'`)"
-    print(f"## chatkeep PII benchmark (Python {sys.version.split()[0]})\n")
     if note:
         print(note + "\n")
     timed: list[LabelledMessage] = []
@@ -366,14 +427,19 @@ def main() -> None:
             continue
         messages = load_labelled(path)
         timed += messages
+        if "accuracy" not in sections:
+            continue
         print(accuracy_table(name, messages, detector, presidio))
         print()
         if args.errors and name not in HELD_OUT:
             print(error_list(name, messages, detector))
             print()
-    print(timing_table(redactor, blocks(timed), presidio))
-    print()
-    print(worst_case_table(redactor))
+    if "timing" in sections:
+        print(timing_table(redactor, blocks(timed), presidio))
+        print()
+    if "worst" in sections:
+        print(worst_case_table(redactor))
+        print()
 
 
 if __name__ == "__main__":

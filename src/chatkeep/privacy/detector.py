@@ -18,6 +18,8 @@ expression can backtrack more than a bounded amount per character; see
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from chatkeep.errors import PrivacyError
@@ -62,6 +64,9 @@ ENTITY_PRIORITY: dict[str, int] = {
     "PERSON": 20,
     "LOCATION": 20,
 }
+#: Bounds of each detector's result cache: texts, and their characters in all.
+CACHE_MAX_ENTRIES = 8192
+CACHE_MAX_CHARS = 16 * 1024 * 1024
 #: Priority of entity types missing from :data:`ENTITY_PRIORITY` (above PHONE, below IP).
 DEFAULT_PRIORITY = 55
 
@@ -104,6 +109,9 @@ class PiiDetector:
         # The recognizers that read the previous message, checked once (isinstance on a
         # protocol looks up every member).
         self._contextual = tuple(r if isinstance(r, ContextualRecognizer) else None for r in chosen)
+        self._cache: OrderedDict[tuple[str, str | None], list[Span]] = OrderedDict()
+        self._cached_chars = 0
+        self._lock = threading.Lock()
 
     @property
     def recognizers(self) -> tuple[Recognizer, ...]:
@@ -123,7 +131,31 @@ class PiiDetector:
         what a short reply holds: after "What's your SSN?" a bare ``536221234``
         is an SSN, after "What's your order number?" ``612345678`` is not a phone
         number. Omitting it gives the context-free result (the same as before).
+
+        Results are cached (least recently used, bounded in entries and characters): a
+        session's stored messages go out again on every turn, and what is personal in
+        them does not change between turns.
         """
+        key = (text, context or None)
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                return list(cached)
+        spans = self._detect(text, context)
+        size = len(text) + len(context or "")
+        if size <= CACHE_MAX_CHARS // 16:
+            with self._lock:
+                if key not in self._cache:
+                    self._cache[key] = spans
+                    self._cached_chars += size
+                while self._cache and (len(self._cache) > CACHE_MAX_ENTRIES
+                                       or self._cached_chars > CACHE_MAX_CHARS):
+                    (old, old_context), _ = self._cache.popitem(last=False)
+                    self._cached_chars -= len(old) + len(old_context or "")
+        return list(spans)
+
+    def _detect(self, text: str, context: str | None) -> list[Span]:
         found: list[Span] = []
         for recognizer, contextual in zip(self._recognizers, self._contextual, strict=True):
             if context and contextual is not None:

@@ -120,7 +120,7 @@ class SessionEgress:
         self.redactor = redactor
         self._store, self._load = store, load
         self._carried = list(carried)
-        self._produced: set[str] = set()
+        self._produced: dict[str, int] = {}
         self.withheld = 0
         self._adopt(vault, version)
 
@@ -135,7 +135,7 @@ class SessionEgress:
 
     def __call__(self, text: str, context: str | None = None) -> str:
         redacted = self.redactor.redact(text, self.vault, context)
-        self._produced.add(redacted)
+        self._produced.setdefault(redacted, len(self.vault))
         return redacted
 
     def scrub(self, payload: T) -> T:
@@ -171,7 +171,12 @@ class SessionEgress:
         """Pass two: every raw span (detected, or a value the vault holds in any surface
         form) replaced by its placeholder; the rest of the text is left exactly as it is
         (placeholders and escapes the planner wrote stay intact)."""
-        spans = resolve_overlaps([*detected, *self.vault.find_known(text)])
+        since = self._produced.get(text)
+        if since is not None:  # redacted here already: only values learned since then
+            if since == len(self.vault):
+                return text
+            detected = ()
+        spans = resolve_overlaps([*detected, *self.vault.find_known(text, since or 0)])
         if not spans:
             return text
         parts: list[str] = []

@@ -21,6 +21,7 @@ regular expression engine searches for that text instead of trying every positio
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -76,8 +77,11 @@ class KnownValue:
                            self.canonical)
 
 
+@functools.lru_cache(maxsize=8192)
 def known_value(entity_type: str, canonical: str, value: str) -> KnownValue | None:
-    """The patterns of a vault entry, or ``None`` when it is too short to match safely."""
+    """The patterns of a vault entry, or ``None`` when it is too short to match safely.
+    Cached: a vault is rebuilt from storage on every request, its patterns need not be
+    (compiling them is most of a new value's cost)."""
     literal = literal_pattern(entity_type, canonical, value)
     surface, cased = surface_patterns(entity_type, canonical, value)
     if literal is None and not surface:

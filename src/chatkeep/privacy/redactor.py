@@ -7,11 +7,19 @@ the redactor itself hid, and ``restore(redact(text)) == text``.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
 from chatkeep.privacy.detector import PiiDetector, resolve_overlaps
 from chatkeep.privacy.escaping import escape, substitute_tokens
 from chatkeep.privacy.vault import PlaceholderVault
 
 __all__ = ["Redactor"]
+
+#: Bounds of the redaction cache: entries, and the longest text kept (longer ones are
+#: rare, and would make the cache's memory unbounded).
+CACHE_MAX_ENTRIES = 8192
+CACHE_MAX_TEXT = 64 * 1024
 
 
 class Redactor:
@@ -23,6 +31,8 @@ class Redactor:
 
     def __init__(self, detector: PiiDetector) -> None:
         self._detector = detector
+        self._cache: OrderedDict[tuple[object, str, str | None], str] = OrderedDict()
+        self._lock = threading.Lock()
 
     @property
     def detector(self) -> PiiDetector:
@@ -35,7 +45,27 @@ class Redactor:
         whatever the context, every value ``vault`` already holds, matched literally.
 
         New values are added to ``vault``; text between values is escaped.
+
+        A redaction that added nothing to the vault is cached, keyed by the vault's whole
+        contents: a session's stored messages go out again every turn, under the same
+        vault, and give the same text.
         """
+        key = (vault.contents(), text, context or None)
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                return cached
+        size = len(vault)
+        redacted = self._redact(text, vault, context)
+        if len(vault) == size and len(text) <= CACHE_MAX_TEXT:
+            with self._lock:
+                self._cache[key] = redacted
+                if len(self._cache) > CACHE_MAX_ENTRIES:
+                    self._cache.popitem(last=False)
+        return redacted
+
+    def _redact(self, text: str, vault: PlaceholderVault, context: str | None) -> str:
         parts: list[str] = []
         position = 0
         detected = self._detector.detect(text, context) if context else \

@@ -43,10 +43,18 @@ class PlaceholderVault:
         self._values: dict[str, str] = {}
         self._entries: list[tuple[str, str, str, str]] = []
         self._counts: dict[str, int] = {}
-        self._patterns: list[KnownValue] = []
+        self._patterns: list[tuple[int, KnownValue]] = []
+        self._contents: tuple[tuple[str, str, str, str], ...] | None = None
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def contents(self) -> tuple[tuple[str, str, str, str], ...]:
+        """Every entry, as one hashable value: two vaults with equal contents redact
+        alike (what the redactor's cache keys on)."""
+        if self._contents is None:
+            self._contents = tuple(self._entries)
+        return self._contents
 
     def placeholder_for(self, entity_type: str, value: str, canonical: str | None = None) -> str:
         """Return the placeholder of ``value``, allocating the next one if it is new.
@@ -65,13 +73,14 @@ class PlaceholderVault:
             self._add(placeholder, entity_type, key[1], value, number)
         return placeholder
 
-    def find_known(self, text: str) -> list[Span]:
+    def find_known(self, text: str, since: int = 0) -> list[Span]:
         """Where values already in this vault reappear in ``text``, whatever surrounds them
         (matched literally, in their rewritten forms, and in other surface forms: escaped,
         percent-encoded, without accents, surname first...; see
         ``chatkeep.privacy.known_values``). Spans may overlap; the redactor resolves them
-        with the detector's."""
-        return find_known_values(self._patterns, text)
+        with the detector's. ``since``: only the entries added after the first ``since``
+        (text already redacted with those needs no second look for them)."""
+        return find_known_values([k for n, k in self._patterns if n >= since], text)
 
     def entries(self) -> list[tuple[str, str, str]]:
         """``(entity type, canonical value, value)`` of every entry, in allocation order."""
@@ -120,10 +129,11 @@ class PlaceholderVault:
         self._by_key[(entity_type, canonical)] = placeholder
         self._values[placeholder] = value
         self._entries.append((placeholder, entity_type, canonical, value))
+        self._contents = None
         self._counts[entity_type] = max(self._counts.get(entity_type, 0), n)
         known = known_value(entity_type, canonical, value)
         if known is not None:
-            self._patterns.append(known)
+            self._patterns.append((len(self._entries) - 1, known))
 
 
 def _entries(document: Any) -> list[tuple[str, str, str, str]]:
