@@ -130,7 +130,8 @@ class ModelPlayer:
         messages = body.get("messages") or [{}]
         system = messages[0].get("content") if isinstance(messages[0], dict) else None
         system = system if isinstance(system, str) else ""
-        shown = sorted(set(PLACEHOLDER.findall(json.dumps(body))))
+        # The placeholders of the conversation (not the prompt's own examples).
+        shown = sorted(set(PLACEHOLDER.findall(json.dumps(messages[1:]))))
         prose = " ".join(REWORDINGS[i % len(REWORDINGS)].format(p=p)
                          for i, p in enumerate(shown[:6]))
         if "running summary" in system:

@@ -134,8 +134,12 @@ class SessionEgress:
         self._produced.clear()
 
     def __call__(self, text: str, context: str | None = None) -> str:
+        # The size before: the redactor looked for known values before it detected new
+        # ones, so another form of a value first detected in this very text is still to
+        # be looked for in it (the scrub does).
+        before = len(self.vault)
         redacted = self.redactor.redact(text, self.vault, context)
-        self._produced.setdefault(redacted, len(self.vault))
+        self._produced.setdefault(redacted, before)
         return redacted
 
     def scrub(self, payload: T) -> T:
