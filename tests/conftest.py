@@ -70,6 +70,46 @@ def require_service() -> Callable[[str, int], None]:
     return check
 
 
+_pgvector_missing: dict[str, str | None] = {}
+
+
+def pgvector_missing(url: str) -> str | None:
+    """``None`` when the PostgreSQL database at ``url`` has pgvector, or chatkeep can install
+    it there (recall by meaning needs it), else why not; probed once per database, by a
+    ``CREATE EXTENSION`` that is rolled back."""
+    database = with_driver(url, None).partition("?")[0]
+    if database not in _pgvector_missing:
+        import psycopg
+
+        reason = None
+        with psycopg.connect(with_driver(url, None), connect_timeout=3) as conn:
+            if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() \
+                    is None:
+                try:
+                    conn.execute("CREATE EXTENSION vector WITH SCHEMA public")
+                except psycopg.Error as exc:
+                    reason = (f"pgvector is not usable on {database}: "
+                              f"{str(exc).splitlines()[0]}")
+                finally:
+                    conn.rollback()
+        _pgvector_missing[database] = reason
+    return _pgvector_missing[database]
+
+
+@pytest.fixture
+def pgvector(db_url: str) -> str | None:
+    """``None`` when ``db_url`` can store vectors (SQLite always can), else why not."""
+    return pgvector_missing(db_url) if db_url.startswith("postgresql") else None
+
+
+@pytest.fixture
+def requires_pgvector(pgvector: str | None) -> None:
+    """For tests of recall by meaning: skip with the reason on a PostgreSQL without pgvector
+    (in CI, with ``CHATKEEP_REQUIRE_SERVICES=1``, fail: the extension must be there)."""
+    if pgvector is not None:
+        skip_or_fail(pgvector)
+
+
 @pytest.fixture
 def pg_schema_url() -> Iterator[str]:
     """A URL whose search_path is a fresh, empty schema (dropped afterwards)."""

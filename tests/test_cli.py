@@ -124,3 +124,30 @@ def test_sessions_show_marks_retracted_messages(tmp_path: Path) -> None:
     messages = json.loads(as_json.output)["messages"]
     assert [(m["seq"], m["retracted_at"] is not None) for m in messages] == [(1, False),
                                                                                (2, True)]
+
+
+def test_commands_refuse_a_database_from_a_newer_chatkeep(tmp_path: Path) -> None:
+    """alembic_version names a migration this chatkeep does not ship (a rollback mid-deploy):
+    reads must not run against a schema they do not know, and nothing says "unexpected"."""
+    import sqlite3
+
+    from chatkeep.store import migrate
+
+    url = f"sqlite:///{tmp_path / 'n.db'}"
+    with Chatkeep(url) as keep:
+        session_id = keep.sessions.create(Ref("organization", 7)).id
+    with sqlite3.connect(tmp_path / "n.db") as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '0099_from_a_newer_chatkeep'")
+    (tmp_path / "one.jsonl").write_text('{"role": "user", "content": "hi"}\n')
+    for args in (["sessions", "list", "--tenant", "organization:7"],
+                 ["sessions", "show", session_id], ["history", session_id], ["usage"],
+                 ["memories", "list", "--tenant", "organization:7"],
+                 ["import", str(tmp_path / "one.jsonl"), "--tenant", "organization:7"],
+                 ["db", "upgrade"]):
+        result = runner.invoke(app, [*args, "--db", url], env={"COLUMNS": "300"})
+        assert result.exit_code == 1, (args, result.output)
+        assert "0099_from_a_newer_chatkeep" in result.output, (args, result.output)
+        assert migrate.head_revision() in result.output, (args, result.output)
+        assert "unexpected" not in result.output, (args, result.output)
+    current = runner.invoke(app, ["db", "current", "--db", url], env={"COLUMNS": "300"})
+    assert current.exit_code == 0 and "unknown here" in current.output, current.output

@@ -11,7 +11,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 from typer.testing import CliRunner
 
-from chatkeep import Chatkeep, Ref
+from chatkeep import Chatkeep, Ref, StoreError
 from chatkeep.cli import app
 from chatkeep.store import make_engine, migrate
 from chatkeep.store.schema import metadata
@@ -44,7 +44,7 @@ def test_upgrade_from_empty_matches_the_models_and_downgrade_removes_all(db_url:
 
 
 def test_chatkeep_bootstraps_then_leaves_a_current_schema_alone(db_url: str) -> None:
-    keep = Chatkeep(db_url)
+    keep = Chatkeep(db_url).start()
     assert migrate.current(keep.engine) == migrate.head_revision()
     session = keep.sessions.create(Ref("organization", 1))
     session.add_user("kept across restarts")
@@ -153,4 +153,33 @@ def test_0008_marks_the_sessions_that_already_redacted_as_protected(db_url: str)
     assert keep.sessions.get("with-vault").row.pii_protected
     assert not keep.sessions.get("without").row.pii_protected
     keep.close()
+    engine.dispose()
+
+
+FUTURE = "0099_from_a_newer_chatkeep"
+
+
+def stamp_as_newer(url: str) -> None:
+    """A current database stamped by a migration this chatkeep does not ship (a newer
+    version migrated it, then the deploy was rolled back)."""
+    Chatkeep(url).start().close()
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = :v"), {"v": FUTURE})
+    engine.dispose()
+
+
+def test_a_database_from_a_newer_chatkeep_is_a_store_error_naming_both_revisions(
+        db_url: str) -> None:
+    stamp_as_newer(db_url)
+    with pytest.raises(StoreError) as raised:
+        Chatkeep(db_url).start()
+    assert FUTURE in str(raised.value) and migrate.head_revision() in str(raised.value)
+    engine = make_engine(db_url)
+    for step in (migrate.ensure_schema, migrate.upgrade, migrate.check_current):
+        with pytest.raises(StoreError, match=f"{FUTURE}.*{migrate.head_revision()}"):
+            step(engine)
+    with pytest.raises(StoreError, match=FUTURE):
+        migrate.downgrade(engine, "0007_memory_generations")
+    assert migrate.current(engine) == FUTURE  # nothing was touched
     engine.dispose()

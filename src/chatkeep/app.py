@@ -28,7 +28,7 @@ from chatkeep.privacy.detector import Recognizer
 from chatkeep.privacy.guard import PrivacyGuard
 from chatkeep.refs import Ref, require_ref
 from chatkeep.sessions import SessionService
-from chatkeep.store.connections import store_error
+from chatkeep.store.connections import ensure_started, on_first_use, store_error
 from chatkeep.store.engine import describe_url, make_engine
 from chatkeep.store.migrate import ensure_schema
 from chatkeep.store.repository import Repository, UsageLine
@@ -62,7 +62,11 @@ class Chatkeep:
         configured = model if model is not None else model_from_config(self.config.llm)
         self.model: ChatModel | None = (
             as_chat_model(configured) if configured is not None else None)
-        self.engine = _open(database_url, self.config.store.sqlite_synchronous, create_schema)
+        # Wired, not opened: the database is opened (and its schema created or checked) on
+        # first use, or by start().
+        self.engine = (database_url if isinstance(database_url, Engine) else make_engine(
+            database_url, sqlite_synchronous=self.config.store.sqlite_synchronous))
+        on_first_use(self.engine, lambda: self._start(create_schema))
         self.repository = Repository(self.engine)
         self.sessions = SessionService(
             self.repository, self.counter,
@@ -85,6 +89,17 @@ class Chatkeep:
         if self.config.memory.recall_in_history:
             self.compressor.memory_provider = self.memory.provider
         self.dispatcher.bind(self.job_handlers())
+
+    def _start(self, create_schema: bool) -> None:
+        _open(self.engine, create_schema)
+        self.memory.start()
+
+    def start(self) -> Chatkeep:
+        """Open the database now (and create or check its schema) instead of on first use:
+        at application start-up, so a wrong URL or a server that is down fails there.
+        Idempotent."""
+        ensure_started(self.engine)
+        return self
 
     def job_handlers(self) -> dict[str, Any]:
         """Job name -> handler taking a session id (what dispatchers and workers run)."""
@@ -111,7 +126,7 @@ class Chatkeep:
         self.engine.dispose()
 
     def __enter__(self) -> Chatkeep:
-        return self
+        return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -129,13 +144,10 @@ def _check_arguments(counter: object, create_schema: object, recognizers: object
                           f"got {type(recognizers).__name__}")
 
 
-def _open(database_url: str | Engine, sqlite_synchronous: str, create_schema: bool) -> Engine:
-    """An engine whose database answers (and has the schema, when asked): a bad URL, a
-    missing driver, a server that is down or a file that cannot be opened is a
-    ``StoreError`` naming the database, and leaves no engine behind. An ``Engine`` given
-    instead of a URL is used as it is (the async API passes its engine's sync facade)."""
-    engine = (database_url if isinstance(database_url, Engine)
-              else make_engine(database_url, sqlite_synchronous=sqlite_synchronous))
+def _open(engine: Engine, create_schema: bool) -> None:
+    """Open the database and create (or check) the schema: a server that is down or a
+    file that cannot be opened is a ``StoreError`` naming the database, and leaves no
+    connection behind (the next use tries again)."""
     try:
         if create_schema:
             ensure_schema(engine)
@@ -151,7 +163,6 @@ def _open(database_url: str | Engine, sqlite_synchronous: str, create_schema: bo
         cause = store_error(exc) if isinstance(exc, SQLAlchemyError) else exc
         raise StoreError(f"cannot open {describe_url(engine.url)}: "
                          f"{str(cause).removeprefix('database error: ')}") from exc
-    return engine
 
 
 def _aware(value: datetime) -> datetime:

@@ -189,7 +189,8 @@ class ChatSession:
         """Retract the newest live message: kept for the record and marked, but never
         replayed, summarised or distilled again (the Agents SDK's ``pop_item``). Returns
         it, or ``None`` when nothing is live. A message already folded into the summary
-        stays in the summary."""
+        stays in the summary; a fold still in flight loses its compare-and-set and plans
+        again without it."""
         message = self._repo.retract_last(self.id)
         self.refresh()
         return message

@@ -106,6 +106,7 @@ def test_concurrent_turns_on_one_loop_keep_seq_gapless(db_url: str) -> None:
     run(scenario())
 
 
+@pytest.mark.usefixtures("requires_pgvector")
 def test_recall_by_meaning_through_the_async_embedder(db_url: str) -> None:
     """The async keep embeds through openai.AsyncOpenAI on the real /v1/embeddings wire."""
     from chatkeep.memory.embeddings import AsyncOpenAIEmbedder

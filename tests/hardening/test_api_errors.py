@@ -216,8 +216,23 @@ def test_every_way_to_open_wrongly_is_a_chatkeep_error(
         tmp_path: Path, url: str, kwargs: dict[str, Any], error: type[ChatkeepError],
         word: str) -> None:
     (tmp_path / "afile").write_text("not a folder")
-    with pytest.raises(error, match=word):
-        Chatkeep(url.format(tmp=tmp_path), **kwargs)
+    with pytest.raises(error, match=word):  # at construction, or when it opens the store
+        Chatkeep(url.format(tmp=tmp_path), **kwargs).start()
+
+
+def test_construction_opens_nothing_until_first_use(tmp_path: Path) -> None:
+    """Building a keep wires its parts; the file appears (and the schema is made) on first
+    use or on start(), and a server that is down fails there, not in the constructor."""
+    path = tmp_path / "lazy.db"
+    keep = Chatkeep(f"sqlite:///{path}")
+    assert not path.exists() and keep.engine.pool.checkedin() == 0
+    keep.sessions.create(ORG)
+    assert path.exists()
+    down = Chatkeep("postgresql+psycopg://postgres@127.0.0.1:1/test?connect_timeout=2")
+    with pytest.raises(StoreError, match="cannot open"):
+        down.start()
+    with pytest.raises(StoreError, match="cannot open"):  # still pending: tried again
+        down.sessions.create(ORG)
 
 
 def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -358,7 +373,8 @@ def test_sqlite_fast_path_reads_what_the_core_path_reads(tmp_path: Path) -> None
 
         direct, core = both()
         assert direct == core and len(direct[2]) == 4
-        row = repo.compare_and_set_summary(session.id, 0, "summary", 3)
+        version = repo.read_history(session.id)[0].summary_version  # retraction bumps it
+        row = repo.compare_and_set_summary(session.id, version, "summary", 3)
         assert row is not None
         direct, core = both()
         assert direct == core

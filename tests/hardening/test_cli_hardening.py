@@ -4,7 +4,10 @@ create a database, JSON everywhere a table is printed, and help that says everyt
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +103,108 @@ def test_bad_databases_are_one_red_line(tmp_path: Path, db: str, words: str,
                  env={"COLUMNS": "300"})
     assert result.exit_code == 1
     assert words in one_line_error(result.output)
+
+
+# What a command is run on may not be a chatkeep database at all: it says what the file is,
+# never "run `chatkeep db upgrade` first" (which would not help).
+FILE_COMMANDS = [["usage"], ["sessions", "list", "--tenant", "organization:7"],
+                 ["import", "{tmp}/one.jsonl", "--tenant", "o:1"], ["db", "current"],
+                 ["db", "upgrade"]]
+
+
+def _damaged(tmp_path: Path, kind: str) -> Path:
+    """A copy of the seeded database (``url``'s), damaged as ``kind`` says."""
+    good = (tmp_path / "c.db").read_bytes()
+    damaged = tmp_path / f"{kind}.db"
+    damaged.write_bytes({"text": b"a text file, not a database\n" * 100,
+                         "zeros": b"\0" * 4096,
+                         "truncated": good[:len(good) // 3],
+                         "header-only": good[:100]}[kind])
+    return damaged
+
+
+@pytest.mark.parametrize(("kind", "words"), [
+    ("text", "is not a SQLite database"), ("zeros", "is not a SQLite database"),
+    ("truncated", "truncated or corrupt"), ("header-only", "truncated or corrupt"),
+    ("folder", "is a folder, not a database file"),
+])
+def test_a_file_that_is_no_database_is_called_what_it_is(tmp_path: Path, url: str,
+                                                         kind: str, words: str) -> None:
+    (tmp_path / "one.jsonl").write_text('{"role": "user", "content": "hi"}\n')
+    if kind == "folder":
+        path = tmp_path / "folder.db"
+        path.mkdir()
+    else:
+        path = _damaged(tmp_path, kind)
+    before = path.read_bytes() if path.is_file() else b""
+    reads = FILE_COMMANDS[:2]  # a write on a damaged file: SQLite's own words will do
+    for args in FILE_COMMANDS if kind in ("text", "zeros", "folder") else reads:
+        result = run(*[a.format(tmp=tmp_path) for a in args], "--db", f"sqlite:///{path}",
+                     env={"COLUMNS": "300"})
+        assert result.exit_code == 1, (args, result.output)
+        line = one_line_error(result.output)
+        assert words in line and str(path) in line, (args, line)
+        assert "db upgrade" not in line, (args, line)
+    assert (path.read_bytes() if path.is_file() else b"") == before
+
+
+@pytest.fixture
+def read_only_db(tmp_path: Path) -> Iterator[Path]:
+    """A chatkeep database in a folder nothing can be written to: made read-only by its
+    mode for a user, by a read-only mount for root (whom modes do not stop); skipped where
+    neither can be had."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    mounted = False
+    if os.geteuid() == 0:
+        made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(folder)],
+                              capture_output=True, text=True)
+        if made.returncode != 0:
+            pytest.skip(f"running as root and cannot mount a read-only folder: {made.stderr}")
+        mounted = True
+    path = folder / "c.db"
+    try:
+        with Chatkeep(f"sqlite:///{path}", dispatcher="inline") as keep:
+            seed(keep)
+        if mounted:
+            subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        else:
+            folder.chmod(0o555)
+            path.chmod(0o444)
+        yield path
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(folder)], check=False)
+        else:
+            folder.chmod(0o755)
+
+
+def test_a_database_where_nothing_can_be_written_is_called_read_only(
+        read_only_db: Path, tmp_path: Path) -> None:
+    (tmp_path / "one.jsonl").write_text('{"role": "user", "content": "hi"}\n')
+    for args in FILE_COMMANDS:
+        result = run(*[a.format(tmp=tmp_path) for a in args], "--db",
+                     f"sqlite:///{read_only_db}", env={"COLUMNS": "300"})
+        assert result.exit_code == 1, (args, result.output)
+        line = one_line_error(result.output)
+        assert "read-only" in line and str(read_only_db) in line, (args, line)
+        assert "db upgrade" not in line, (args, line)
+    new = read_only_db.parent / "new.db"
+    result = run("db", "upgrade", "--db", f"sqlite:///{new}", env={"COLUMNS": "300"})
+    assert result.exit_code == 1 and "read-only" in one_line_error(result.output)
+
+
+def test_a_folder_this_user_may_not_write_is_called_read_only(
+        url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mode-based case (a user's, which root's fixture above cannot play)."""
+    from chatkeep.cli import common
+
+    monkeypatch.setattr(common.os, "access", lambda path, mode: mode != os.W_OK)
+    line = one_line_error(run("usage", "--db", url, env={"COLUMNS": "300"}).output)
+    assert "is read-only for this user" in line and "db upgrade" not in line
+    new = tmp_path / "new.db"
+    assert common.sqlite_file_problem(new) == \
+        f"cannot create {new}: {tmp_path} is read-only for this user"
 
 
 def test_an_unexpected_error_is_one_line_too(url: str, monkeypatch: pytest.MonkeyPatch) -> None:

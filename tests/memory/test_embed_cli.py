@@ -19,6 +19,7 @@ app.add_typer(memories_app, name="memories")
 runner = CliRunner()
 
 
+@pytest.mark.usefixtures("requires_pgvector")
 def test_embed_command_embeds_what_is_missing_and_list_says_how_recall_ranks(
         mkeep: Chatkeep, player: Player, db_url: str, llm_server: FakeOpenAIServer,
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,6 @@ so the sync and async APIs both build theirs.
 from __future__ import annotations
 
 import json
-import os
 import unicodedata
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +21,6 @@ import pytest
 from memory_helpers import ALICE, ORG, Player, talk
 
 from chatkeep import Chatkeep
-from chatkeep.errors import StoreError
 from chatkeep.memory.embeddings import HashEmbedder
 from chatkeep.testing import FakeOpenAIServer
 
@@ -33,19 +31,15 @@ SYSTEM = "You help customers."
 
 @pytest.fixture
 def pkeep(make_keep: Callable[..., Chatkeep], openai_client: openai.OpenAI, player: Player,
-          llm_server: FakeOpenAIServer) -> Chatkeep:
-    """Redaction on, recall in the history, embeddings on the recording server."""
+          llm_server: FakeOpenAIServer, requires_pgvector: None) -> Chatkeep:
+    """Redaction on, recall in the history, embeddings on the recording server (skipped on
+    a PostgreSQL without pgvector)."""
     llm_server.embedder = HashEmbedder(64, model="fake-embed")
-    try:
-        return make_keep(model=openai_client, config={
-            "privacy": {"anonymize_pii": True},
-            "memory": {"embedding_model": "fake-embed", "recall_in_history": True,
-                       "embedding_base_url": llm_server.base_url},
-            "llm": {"max_retries": 0}})
-    except StoreError as exc:  # a PostgreSQL server without pgvector
-        if "pgvector" not in str(exc) or os.environ.get("CHATKEEP_REQUIRE_SERVICES") == "1":
-            raise
-        pytest.skip(str(exc))
+    return make_keep(model=openai_client, config={
+        "privacy": {"anonymize_pii": True},
+        "memory": {"embedding_model": "fake-embed", "recall_in_history": True,
+                   "embedding_base_url": llm_server.base_url},
+        "llm": {"max_retries": 0}})
 
 
 def _forms(value: str) -> set[str]:

@@ -121,6 +121,7 @@ def test_recall_ranks_by_relevance_then_recency(mkeep: Chatkeep, player: Player)
 
 @pytest.mark.sync_api  # inspects the engine directly
 def test_recall_is_served_by_a_text_index(keep: Chatkeep) -> None:
+    keep.start()  # the schema is made on first use; this test reads the engine directly
     with keep.engine.connect() as conn:
         if conn.dialect.name == "sqlite":
             assert "memories_fts" in inspect(conn).get_table_names()

@@ -81,15 +81,24 @@ class AsyncChatkeep:
                     model = BridgedChatModel(self.model) if self.model is not None else None
                     embedder = (BridgedEmbedder(self.embedder) if self.embedder is not None
                                 else None)
-                    self._core = await bridge(
-                        Chatkeep, self.engine.sync_engine, model=model, config=self.config,
-                        dispatcher=self.dispatcher, embedder=embedder, **self._options)
+                    core = Chatkeep(self.engine.sync_engine, model=model,
+                                    config=self.config, dispatcher=self.dispatcher,
+                                    embedder=embedder, **self._options)
+                    # Opened here, under the lock: concurrent first calls wait for the
+                    # schema instead of racing it (the greenlets share one thread).
+                    await bridge(core.start)
+                    self._core = core
         return self._core
 
     async def run(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a core callable through the bridge (after checking the keep is open)."""
         await self.core()
         return await bridge(fn, *args, **kwargs)
+
+    async def start(self) -> AsyncChatkeep:
+        """Async twin of ``Chatkeep.start``: open the database now, not on first use."""
+        await self.core()
+        return self
 
     async def usage(self, tenant: Ref | None = None, *, since: datetime | None = None,
                     until: datetime | None = None) -> list[UsageLine]:

@@ -85,6 +85,11 @@ class AsyncMemoryService:
         core = await self._keep.core()
         await self._keep.run(core.memory.dispatch_distil, core_session(session))
 
+    async def start(self) -> None:
+        """Async twin of ``MemoryService.start`` (``AsyncChatkeep`` runs it on first use)."""
+        core = await self._keep.core()
+        await self._keep.run(core.memory.start)
+
     async def rewind(self, session_id: str, through_seq: int = 0) -> bool:
         """Make the next ``distil`` re-read messages after ``through_seq``."""
         core = await self._keep.core()

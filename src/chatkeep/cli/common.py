@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -138,7 +139,8 @@ def session_json(s: ChatSession) -> dict[str, Any]:
 
 def require_existing(db: str, *, schema: bool = True) -> None:
     """For commands that only read (or erase): a SQLite file that is not there (or, with
-    ``schema``, has no chatkeep schema) is an error naming it, never a new database."""
+    ``schema``, cannot be read or has no chatkeep schema) is an error naming it, never a
+    new database."""
     try:
         path = sqlite_path(parse_url(db))
     except StoreError as exc:
@@ -148,18 +150,86 @@ def require_existing(db: str, *, schema: bool = True) -> None:
     if not path.exists():
         fail(f"no database at {path} ({describe_url(db)}): check --db or "
              "CHATKEEP_DATABASE_URL; `chatkeep db upgrade` creates one")
-    if schema and not _has_schema(path):
-        fail(f"{path} has no chatkeep schema: run `chatkeep db upgrade --db ...` first")
+    if schema:
+        problem = sqlite_file_problem(path) or _schema_problem(path)
+        if problem:
+            fail(problem)
 
 
-def _has_schema(path: Path) -> bool:
-    """Whether the SQLite file is stamped by chatkeep's migrations, read without opening
-    it for writing (an empty file stays empty)."""
+SQLITE_MAGIC = b"SQLite format 3\x00"
+"""The first bytes of every SQLite database file (an empty file is an empty database)."""
+
+
+def sqlite_file_problem(path: Path) -> str | None:
+    """What is wrong with the SQLite file at ``path`` that chatkeep cannot work around, in
+    words (``None``: nothing seen): a folder, not a database, unreadable, or where it
+    cannot write (SQLite writes its journal beside the file, even for a read in WAL mode,
+    which chatkeep sets). Read without opening it as a database."""
+    if not path.exists():
+        folder = path.parent
+        if not folder.is_dir():
+            return None
+        if _read_only_fs(folder):
+            return f"cannot create {path}: {folder} is on a read-only file system"
+        if not os.access(folder, os.W_OK):
+            return f"cannot create {path}: {folder} is read-only for this user"
+        return None
+    if path.is_dir():
+        return f"{path} is a folder, not a database file: check --db"
+    try:
+        with path.open("rb") as file:
+            header = file.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        return f"{path} cannot be read: {exc.strerror or exc}"
+    if header and header != SQLITE_MAGIC:
+        return f"{path} is not a SQLite database (check --db)"
+    if _read_only_fs(path.parent):
+        return (f"{path} is on a read-only file system: SQLite must write beside it (its "
+                "-wal and -shm files) even to read; copy it to a writable folder")
+    if not os.access(path.parent, os.W_OK) or not os.access(path, os.W_OK):
+        return (f"{path} is read-only for this user (the file or its folder): SQLite must "
+                "write beside it (its -wal and -shm files) even to read")
+    return None
+
+
+def _read_only_fs(folder: Path) -> bool:
+    """Whether ``folder`` is on a file system mounted read-only."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (AttributeError, OSError):  # no statvfs (Windows), or not a folder
+        return False
+
+
+def _schema_problem(path: Path) -> str | None:
+    """Why the SQLite file is not a chatkeep database (``None``: it is stamped by chatkeep's
+    migrations): corrupt, truncated, or without the schema. Read without opening it for
+    writing (an empty file stays empty)."""
     try:
         with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
-            return conn.execute("SELECT 1 FROM alembic_version").fetchone() is not None
-    except sqlite3.Error:
-        return False
+            stamped = conn.execute("SELECT 1 FROM alembic_version").fetchone() is not None
+    except sqlite3.Error as exc:
+        kind = getattr(exc, "sqlite_errorname", "")
+        if kind == "SQLITE_NOTADB":
+            return f"{path} is not a SQLite database (check --db)"
+        if kind == "SQLITE_CORRUPT":
+            return (f"{path} is damaged (SQLite: {exc}): a truncated or corrupt file; "
+                    "restore it from a backup")
+        if "no such table" not in str(exc):
+            return f"{path} cannot be read: {exc}"
+        stamped = False
+    return None if stamped else (
+        f"{path} has no chatkeep schema: run `chatkeep db upgrade --db ...` first")
+
+
+def explain_store_error(db: str, message: str) -> str:
+    """``message`` about database ``db``, or, when ``db`` is a SQLite file with a problem
+    :func:`sqlite_file_problem` can name (read-only, not a database), that instead: the
+    driver's "unable to open database file" does not say why."""
+    try:
+        path = sqlite_path(parse_url(db))
+    except StoreError:
+        return message
+    return (sqlite_file_problem(path) if path is not None else None) or message
 
 
 @contextmanager
@@ -181,6 +251,8 @@ def open_keep(db: str, config_file: str | None = None,
             fail(f"{describe_url(db)} has no chatkeep schema: run `chatkeep db upgrade "
                  "--db ...` first")
         yield keep
+    except StoreError as exc:
+        fail(explain_store_error(db, f"{type(exc).__name__}: {exc}"))
     except ChatkeepError as exc:
         fail(f"{type(exc).__name__}: {exc}")
     finally:
@@ -189,8 +261,10 @@ def open_keep(db: str, config_file: str | None = None,
 
 
 def _revision(keep: Chatkeep) -> str | None:
+    """The database's revision; one this chatkeep does not ship is a ``StoreError`` (a read
+    must not run against a schema it does not know)."""
     try:
-        return migrate.current(keep.engine)
+        return migrate.check_current(keep.engine)
     except SQLAlchemyError as exc:
         raise store_error(exc) from exc
 

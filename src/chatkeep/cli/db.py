@@ -11,8 +11,15 @@ from alembic.util import CommandError
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from chatkeep.cli.common import DEFAULT_DB, DbOption, console, fail, require_existing
-from chatkeep.errors import ChatkeepError
+from chatkeep.cli.common import (
+    DEFAULT_DB,
+    DbOption,
+    console,
+    explain_store_error,
+    fail,
+    require_existing,
+)
+from chatkeep.errors import ChatkeepError, StoreError
 from chatkeep.store import migrate
 from chatkeep.store.connections import store_error
 from chatkeep.store.engine import describe_url, make_engine
@@ -36,11 +43,12 @@ def _database(db: str, *, existing: bool = True) -> Iterator[Engine]:
         engine = make_engine(db)
         yield engine
     except ChatkeepError as exc:
-        fail(str(exc))
+        fail(explain_store_error(db, str(exc)) if isinstance(exc, StoreError) else str(exc))
     except CommandError as exc:
         fail(f"migration: {exc}")
     except SQLAlchemyError as exc:
-        fail(f"{describe_url(db)}: {str(store_error(exc)).removeprefix('database error: ')}")
+        fail(explain_store_error(db, f"{describe_url(db)}: "
+                                     f"{str(store_error(exc)).removeprefix('database error: ')}"))
     finally:
         if engine is not None:
             engine.dispose()
@@ -68,8 +76,11 @@ def downgrade(revision: TargetRevision, db: DbOption = DEFAULT_DB) -> None:
 def current(db: DbOption = DEFAULT_DB) -> None:
     """Show the revision the database is at, and the newest this chatkeep ships."""
     with _database(db) as engine:
-        console.print(f"database: {migrate.current(engine) or 'not migrated'} · "
-                      f"shipped head: {migrate.head_revision()}")
+        revision = migrate.current(engine)
+        unknown = revision is not None and revision not in migrate.known_revisions()
+        console.print(f"database: {revision or 'not migrated'}"
+                      f"{' (unknown here: a newer chatkeep migrated it)' if unknown else ''}"
+                      f" · shipped head: {migrate.head_revision()}")
 
 
 @db_app.command()

@@ -44,6 +44,7 @@ from chatkeep.messages import Message
 from chatkeep.privacy.egress import OPEN, WITHHELD_NOTE, Egress, bound
 from chatkeep.sessions import ChatSession
 from chatkeep.tokens import HeuristicCounter, TokenCounter
+from chatkeep.validation import text_problem
 
 log = logging.getLogger("chatkeep.history")
 
@@ -197,16 +198,21 @@ class HistoryCompressor:
         (``messages``, with the system text in ``.system``). The result is a list of the
         format's message dicts carrying ``tokens``, ``over_budget``, ``compressed`` and
         ``info``. Raises ``IncompleteToolTurn`` when a tool call of the open turn has no
-        result yet. Never raises because the summariser failed: it then replays everything
-        after the previous watermark with the previous summary. Fails closed on privacy:
+        result yet. Never raises because the summariser failed (a reply that cannot be
+        stored counts as failing): it then replays everything after the previous watermark
+        with the previous summary. ``session`` or ``memories`` of the wrong type is
+        ``InvalidArgument``. Fails closed on privacy:
         if the session redacts and redaction cannot run, ``PrivacyError`` is raised.
         """
         wire = get_format(format)
+        _check_session(session)
         if not isinstance(system_prompt, str):
             raise InvalidArgument("system_prompt must be a string (use '' for none), "
                                   f"got {type(system_prompt).__name__}")
+        _check_memories(memories)
         recalled: Sequence[str | RecalledMemory] | None = memories
         if memories is None and self.memory_provider is not None:
+            self._learn(session)
             recalled = self._recall(session)
         texts = [m if isinstance(m, str) else m.content for m in recalled or ()]
         known = [m.sealed_pii for m in recalled or () if not isinstance(m, str)]
@@ -355,15 +361,15 @@ class HistoryCompressor:
         if isinstance(self.summarizer, StructuredSummarizer):
             result = self.summarizer.fold(previous, chunk, language)
             if isinstance(result, SummaryResult) and result.summary is not None:
-                return result, result.summary
+                return result, _storable(result.summary)
         else:
             result = self.summarizer.summarize(
                 (previous.render() or None) if previous else None, chunk, language)
         if not isinstance(result, SummaryResult) or not result.text.strip():
             raise ModelError("the summariser returned no text")
         base = previous or StructuredSummary()
-        return result, StructuredSummary(narrative=result.text.strip(), folds=base.folds + 1,
-                                         next_id=base.next_id)
+        return result, _storable(StructuredSummary(
+            narrative=result.text.strip(), folds=base.folds + 1, next_id=base.next_id))
 
     def _bill(self, session: ChatSession, result: SummaryResult) -> None:
         if result.usage is None:
@@ -380,6 +386,20 @@ class HistoryCompressor:
             except Exception:
                 log.exception("session %s: on_compress hook %r failed", session.id, hook)
 
+    def _learn(self, session: ChatSession) -> None:
+        """Before recall embeds its query: what this history will detect is stored in the
+        session's vault first, so the query (masked with the stored vault) never carries a
+        value only the rest of the history reveals ("my name is ..." two messages back).
+        Detection is cached, so the planning that follows pays for it once."""
+        egress = self._egress(session)
+        if egress is OPEN:
+            return
+        _, _, messages = session.repository.read_history(session.id)
+        previous = previous_texts(messages)
+        for message in messages:
+            egress(message.replay_text or message.content or "", previous.get(message.seq))
+        egress.flush()  # a lost race: another writer stored the mapping; recall reads it
+
     def _recall(self, session: ChatSession) -> Sequence[str | RecalledMemory] | None:
         assert self.memory_provider is not None
         try:
@@ -388,6 +408,41 @@ class HistoryCompressor:
             log.exception("session %s: memory recall failed; building history without it",
                           session.id)
             return None
+
+
+def _check_session(session: object) -> None:
+    """A session is what ``keep.sessions`` hands out; ``None``, an id or anything else is a
+    typed error here rather than an ``AttributeError`` further down. (Duck-typed: what
+    stands in for a ``ChatSession``, as the test suite's bridge does, has its repository.)"""
+    if not isinstance(session, ChatSession) and not hasattr(session, "repository"):
+        raise InvalidArgument("session must be a chat session (from keep.sessions), "
+                              f"got {type(session).__name__}")
+
+
+def _check_memories(memories: object) -> None:
+    """``memories``: ``None`` or a list whose items are texts or recalled memories (a
+    ``content`` text each); a lone string would be read letter by letter, so it is refused."""
+    if memories is None:
+        return
+    if isinstance(memories, str | bytes) or not isinstance(memories, Sequence):
+        raise InvalidArgument("memories must be a list of strings (or recalled memories), "
+                              f"got {type(memories).__name__}")
+    for index, memory in enumerate(memories):
+        if not isinstance(memory, str) and not isinstance(getattr(memory, "content", None),
+                                                          str):
+            raise InvalidArgument(f"memories[{index}] must be a string or a recalled memory, "
+                                  f"got {type(memory).__name__}")
+
+
+def _storable(summary: StructuredSummary) -> StructuredSummary:
+    """``summary`` if each of its texts can be stored on every backend. A reply holding a
+    NUL or a lone surrogate is a failed call (``ModelError``): were it written, every later
+    turn of the session would fail on it, not just this fold."""
+    for text in summary.texts():
+        problem = text_problem(text)
+        if problem:
+            raise ModelError(f"the summariser's reply {problem}; it cannot be stored")
+    return summary
 
 
 def _with_memories(system_prompt: str, memories: Sequence[str] | None) -> str:

@@ -77,8 +77,6 @@ class MemoryService:
         self.dispatcher = dispatcher or InlineDispatcher()
         self.store = MemoryStore(repository.engine, repository.clock)
         self.embedder = embedder
-        if embedder is not None:
-            self.store.ensure_vectors()  # a clear error here, not at the first write
         self.retriever = retriever or (
             HybridRetriever(self.store, embedder, mask=embed_mask) if embedder is not None
             else TextRetriever(self.store))
@@ -87,6 +85,13 @@ class MemoryService:
         self.counter = counter
         self.sweeper = Sweeper(self.store, self.config, lease)
         self.recaller = Recaller(self.store, self.retriever, self.config.recall_limit)
+
+    def start(self) -> None:
+        """Check what recall by meaning needs in the database (pgvector on PostgreSQL), so
+        a missing extension is a clear error at start-up, not at the first write.
+        ``Chatkeep`` runs it when it opens the database."""
+        if self.embedder is not None:
+            self.store.ensure_vectors()
 
     # -- distilling ----------------------------------------------------------------------
 

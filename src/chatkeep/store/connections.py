@@ -8,7 +8,9 @@ taking the write lock.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+import weakref
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -17,6 +19,34 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
 from chatkeep.errors import StoreError
 from chatkeep.store.engine import READ_ONLY
+
+_STARTUPS: weakref.WeakKeyDictionary[Engine, Callable[[], None]] = weakref.WeakKeyDictionary()
+_RUNNING: weakref.WeakSet[Engine] = weakref.WeakSet()
+_STARTING = threading.RLock()
+
+
+def on_first_use(engine: Engine, startup: Callable[[], None]) -> None:
+    """Run ``startup`` (open the database, create or check the schema) just before the
+    first connection of ``engine`` is used, once: building a ``Chatkeep`` opens nothing."""
+    _STARTUPS[engine] = startup
+
+
+def ensure_started(engine: Engine) -> None:
+    """Run ``engine``'s pending startup, if any (every connection helper calls this; after
+    the first success it is one dictionary look-up). A failed startup stays pending, so
+    the next use tries again."""
+    if engine not in _STARTUPS:
+        return
+    with _STARTING:  # other threads wait here until the schema is there
+        startup = _STARTUPS.get(engine)
+        if startup is None or engine in _RUNNING:
+            return  # started meanwhile, or this is the startup's own connection
+        _RUNNING.add(engine)
+        try:
+            startup()
+        finally:
+            _RUNNING.discard(engine)
+        _STARTUPS.pop(engine, None)
 
 
 def store_error(exc: SQLAlchemyError) -> StoreError:
@@ -51,6 +81,7 @@ def _transaction_level(engine: Engine) -> str:
 def begin(engine: Engine) -> Iterator[Connection]:
     """``engine.begin()``, but a real transaction on an autocommit engine too (there it
     switches the connection to the server's default level for the block)."""
+    ensure_started(engine)
     with engine.connect() as conn:
         if autocommits(engine):
             conn.execution_options(isolation_level=_transaction_level(engine))
@@ -74,6 +105,7 @@ def transaction(engine: Engine) -> Iterator[Connection]:
 def autocommit(engine: Engine) -> Iterator[Connection]:
     """A connection whose every statement is its own transaction: for a write that is
     one statement, it saves the BEGIN and COMMIT round trips."""
+    ensure_started(engine)
     try:
         with engine.connect() as conn:
             yield conn if autocommits(engine) else \
@@ -95,6 +127,7 @@ def reading(engine: Engine, *, block: bool = False) -> Iterator[Connection]:
     ``DEALLOCATE ALL`` round trip). ``block=True`` keeps a transaction on PostgreSQL too,
     for ``SET LOCAL``.
     """
+    ensure_started(engine)
     options: dict[str, Any] = {READ_ONLY: True}
     if autocommits(engine):
         if block:

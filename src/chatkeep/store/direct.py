@@ -41,7 +41,12 @@ from sqlalchemy.util import await_only
 
 from chatkeep.errors import InvalidMessage, SessionNotFound
 from chatkeep.messages import Message, Role
-from chatkeep.store.connections import autocommits, driver_error, store_error
+from chatkeep.store.connections import (
+    autocommits,
+    driver_error,
+    ensure_started,
+    store_error,
+)
 from chatkeep.store.rows import (
     SessionRow,
     message_from_row,
@@ -326,6 +331,7 @@ class DirectPath:
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
+        ensure_started(self.engine)
         try:
             pooled = self.engine.raw_connection()
         except SQLAlchemyError as exc:

@@ -56,7 +56,7 @@ from sqlalchemy.types import UserDefinedType
 
 from chatkeep.errors import StoreError
 from chatkeep.refs import Ref
-from chatkeep.store.connections import reading, transaction
+from chatkeep.store.connections import ensure_started, reading, transaction
 from chatkeep.store.memory_index import (
     FTS_TABLE,
     GENERATION_TABLE,
@@ -334,6 +334,7 @@ class MemoryStore:
         """Make sure vectors can be stored: create the side table if an older migration
         ran before pgvector was installed; ``StoreError`` naming the missing PostgreSQL
         extension when it cannot be had."""
+        ensure_started(self.engine)  # before the lock: starting runs this very check
         with self._ddl_lock:
             if self._vector_schema is not None:
                 return

@@ -7,10 +7,15 @@ tables created directly and is stamped at head (fast, one round of DDL); a
 database stamped at an older revision is upgraded; a database at head is left
 alone. Pass ``create_schema=False`` to ``Chatkeep`` to keep upgrades a
 deliberate deployment step.
+
+A database stamped at a revision this chatkeep does not ship (a newer version migrated
+it, then the deploy was rolled back) is never migrated or read on a guess: every step
+here refuses it with a ``StoreError`` naming both revisions (``check_current``).
 """
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from alembic import command
@@ -41,10 +46,42 @@ def head_revision() -> str:
     return head
 
 
+@functools.cache
+def known_revisions() -> frozenset[str]:
+    """Every migration shipped with this version of chatkeep."""
+    script = ScriptDirectory.from_config(alembic_config())
+    return frozenset(s.revision for s in script.walk_revisions())
+
+
 def current(engine: Engine) -> str | None:
     """The revision the database is stamped at (``None`` = never migrated)."""
     with engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
+
+
+def check_current(engine: Engine) -> str | None:
+    """``current``, refused with a ``StoreError`` when this chatkeep does not know it."""
+    revision = current(engine)
+    _check_known(revision)
+    return revision
+
+
+def _check_known(revision: str | None) -> None:
+    """Alembic would say "Can't locate revision"; this says what happened and what to do."""
+    if revision is None or revision in known_revisions():
+        return
+    raise StoreError(
+        f"the database schema is at revision {revision!r}, which this chatkeep does not "
+        f"know (the newest it ships is {head_revision()!r}): a newer chatkeep migrated it. "
+        f"Run that version, or downgrade the database with it first (`chatkeep db "
+        f"downgrade {head_revision()}`)")
+
+
+def _stamped(conn: Connection) -> str | None:
+    """The revision ``conn``'s database is at, checked by ``_check_known``."""
+    revision = MigrationContext.configure(conn).get_current_revision()
+    _check_known(revision)
+    return revision
 
 
 def _run(conn: Connection, action: str, revision: str) -> None:
@@ -64,6 +101,7 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     """Apply migrations up to ``revision``."""
     with begin(engine) as conn:
         _locked(conn)
+        _stamped(conn)
         _run(conn, "upgrade", revision)
 
 
@@ -71,6 +109,7 @@ def downgrade(engine: Engine, revision: str) -> None:
     """Revert migrations down to ``revision`` (``"base"`` removes every table)."""
     with begin(engine) as conn:
         _locked(conn)
+        _stamped(conn)
         _run(conn, "downgrade", revision)
 
 
@@ -88,7 +127,7 @@ def ensure_schema(engine: Engine) -> None:
         return
     with begin(engine) as conn:
         _locked(conn)
-        revision = MigrationContext.configure(conn).get_current_revision()
+        revision = _stamped(conn)
         if revision == head:
             return
         if revision is not None:

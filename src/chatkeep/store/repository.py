@@ -374,14 +374,22 @@ class Repository:
     def retract_last(self, session_id: str) -> Message | None:
         """Mark the newest live message retracted (kept for the record, out of every
         replay); frees its tool-call bookkeeping, so a retried call may reuse its id or be
-        answered again. Returns it, or ``None`` when nothing is live."""
+        answered again. Returns it, or ``None`` when nothing is live.
+
+        It bumps ``summary_version`` first, in the same transaction: a fold planned before
+        the retraction then loses its compare-and-set and plans again, so a message popped
+        while the summariser was reading it never reaches the stored summary (the row
+        lock this takes also orders it with appends and with a fold's write)."""
         now = self.clock()
         with self.transaction() as conn:
+            bumped = conn.execute(update(chat_sessions).where(chat_sessions.c.id == session_id)
+                                  .values(summary_version=chat_sessions.c.summary_version + 1))
+            if not bumped.rowcount:
+                raise SessionNotFound(f"no session {session_id!r}")
             row = conn.execute(select(*MESSAGE_COLUMNS).where(
                 chat_messages.c.session_id == session_id, LIVE)
                 .order_by(chat_messages.c.seq.desc()).limit(1)).first()
             if row is None:
-                self._load_session(conn, session_id, None)  # SessionNotFound if missing
                 return None
             message = message_from_row(row)
             conn.execute(update(chat_messages).where(
