@@ -16,10 +16,15 @@ from chatkeep.privacy.vault import PlaceholderVault
 
 __all__ = ["Redactor"]
 
-#: Bounds of the redaction cache: entries, and the longest text kept (longer ones are
-#: rare, and would make the cache's memory unbounded).
+#: Bounds of the redaction cache: entries, the longest text kept, and characters in all.
 CACHE_MAX_ENTRIES = 8192
 CACHE_MAX_TEXT = 64 * 1024
+CACHE_MAX_CHARS = 16 * 1024 * 1024
+
+
+def _chars(key: tuple[bytes, str, str | None], redacted: str) -> int:
+    """Characters a cache entry holds (the text, its context and its redaction)."""
+    return len(key[1]) + len(key[2] or "") + len(redacted)
 
 
 class Redactor:
@@ -31,7 +36,8 @@ class Redactor:
 
     def __init__(self, detector: PiiDetector) -> None:
         self._detector = detector
-        self._cache: OrderedDict[tuple[object, str, str | None], str] = OrderedDict()
+        self._cache: OrderedDict[tuple[bytes, str, str | None], str] = OrderedDict()
+        self._cached_chars = 0
         self._lock = threading.Lock()
 
     @property
@@ -47,10 +53,10 @@ class Redactor:
         New values are added to ``vault``; text between values is escaped.
 
         A redaction that added nothing to the vault is cached, keyed by the vault's whole
-        contents: a session's stored messages go out again every turn, under the same
-        vault, and give the same text.
+        contents (a digest of them): a session's stored messages go out again every turn,
+        under the same vault, and give the same text.
         """
-        key = (vault.contents(), text, context or None)
+        key = (vault.fingerprint(), text, context or None)
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None:
@@ -60,9 +66,13 @@ class Redactor:
         redacted = self._redact(text, vault, context)
         if len(vault) == size and len(text) <= CACHE_MAX_TEXT:
             with self._lock:
-                self._cache[key] = redacted
-                if len(self._cache) > CACHE_MAX_ENTRIES:
-                    self._cache.popitem(last=False)
+                if key not in self._cache:
+                    self._cache[key] = redacted
+                    self._cached_chars += _chars(key, redacted)
+                while self._cache and (len(self._cache) > CACHE_MAX_ENTRIES
+                                       or self._cached_chars > CACHE_MAX_CHARS):
+                    old, old_redacted = self._cache.popitem(last=False)
+                    self._cached_chars -= _chars(old, old_redacted)
         return redacted
 
     def _redact(self, text: str, vault: PlaceholderVault, context: str | None) -> str:

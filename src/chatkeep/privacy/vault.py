@@ -11,6 +11,7 @@ plain vaults stored before encryption was turned on, and seals them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -44,17 +45,20 @@ class PlaceholderVault:
         self._entries: list[tuple[str, str, str, str]] = []
         self._counts: dict[str, int] = {}
         self._patterns: list[tuple[int, KnownValue]] = []
-        self._contents: tuple[tuple[str, str, str, str], ...] | None = None
+        self._fingerprint: bytes | None = None
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def contents(self) -> tuple[tuple[str, str, str, str], ...]:
-        """Every entry, as one hashable value: two vaults with equal contents redact
-        alike (what the redactor's cache keys on)."""
-        if self._contents is None:
-            self._contents = tuple(self._entries)
-        return self._contents
+    def fingerprint(self) -> bytes:
+        """A digest of every entry: two vaults with equal contents redact alike (what the
+        redactor's cache keys on; 16 bytes, so cached keys never hold the values)."""
+        if self._fingerprint is None:
+            digest = hashlib.blake2b(digest_size=16)
+            for entry in self._entries:
+                digest.update("\x00".join(entry).encode("utf-8", "surrogatepass") + b"\x01")
+            self._fingerprint = digest.digest()
+        return self._fingerprint
 
     def placeholder_for(self, entity_type: str, value: str, canonical: str | None = None) -> str:
         """Return the placeholder of ``value``, allocating the next one if it is new.
@@ -129,7 +133,7 @@ class PlaceholderVault:
         self._by_key[(entity_type, canonical)] = placeholder
         self._values[placeholder] = value
         self._entries.append((placeholder, entity_type, canonical, value))
-        self._contents = None
+        self._fingerprint = None
         self._counts[entity_type] = max(self._counts.get(entity_type, 0), n)
         known = known_value(entity_type, canonical, value)
         if known is not None:
