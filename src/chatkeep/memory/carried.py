@@ -23,7 +23,7 @@ from typing import Protocol
 from chatkeep.history.plan import previous_texts
 from chatkeep.messages import Message
 from chatkeep.privacy.guard import PrivacyGuard
-from chatkeep.privacy.vault import PlaceholderVault, seal, unseal
+from chatkeep.privacy.vault import PlaceholderVault, unseal
 from chatkeep.sessions import ChatSession
 
 
@@ -59,10 +59,7 @@ class MemoryValues:
         for blob in merged:
             if blob:
                 spans += unseal(blob, key).find_known(text)
-        carried = PlaceholderVault()
-        for span in spans:
-            carried.placeholder_for(span.entity_type, span.text, span.canonical)
-        return seal(carried, key) if len(carried) else None
+        return self.guard.seal_spans(spans)
 
     @property
     def known(self) -> PlaceholderVault:

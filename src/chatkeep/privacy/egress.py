@@ -205,19 +205,28 @@ class SessionEgress:
         return False
 
 
+def _opaque(block: dict[Any, Any]) -> bool:
+    """A wholly provider-encrypted block: sent as received."""
+    return block.get("type") in OPAQUE_BLOCKS
+
+
+def _as_received(key: Any, item: Any) -> bool:
+    """A field sent exactly as received: signed or encrypted, or a format's vocabulary."""
+    return key in SIGNED_KEYS or (key in STRUCTURAL_KEYS and isinstance(item, str))
+
+
 def _strings(value: Any) -> Iterator[str]:
     """Every string of a JSON-like value that ``_rebuild`` may rewrite, keys included."""
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
-        if value.get("type") in OPAQUE_BLOCKS:
+        if _opaque(value):
             return
         for key, item in value.items():
             if isinstance(key, str):
                 yield key
-            if key in SIGNED_KEYS or (key in STRUCTURAL_KEYS and isinstance(item, str)):
-                continue
-            yield from _strings(item)
+            if not _as_received(key, item):
+                yield from _strings(item)
     elif isinstance(value, list | tuple):
         for item in value:
             yield from _strings(item)
@@ -229,12 +238,12 @@ def _rebuild(value: Any, replace: Callable[[str], str], egress: SessionEgress) -
     if isinstance(value, str):
         return replace(value)
     if isinstance(value, dict):
-        if value.get("type") in OPAQUE_BLOCKS:
+        if _opaque(value):
             return value
         signed = any(key in SIGNED_KEYS for key in value)
         out: dict[Any, Any] = {}
         for key, item in value.items():
-            if key in SIGNED_KEYS or (key in STRUCTURAL_KEYS and isinstance(item, str)):
+            if _as_received(key, item):
                 out[key] = item
                 continue
             new = _rebuild(item, replace, egress)

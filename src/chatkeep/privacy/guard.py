@@ -23,6 +23,7 @@ from typing import TypeVar
 
 from chatkeep.config import PrivacyConfig
 from chatkeep.errors import PrivacyError
+from chatkeep.privacy.base import Span
 from chatkeep.privacy.detector import PiiDetector, Recognizer, default_recognizers
 from chatkeep.privacy.egress import OPEN, Egress, SessionEgress, map_strings
 from chatkeep.privacy.escaping import PLACEHOLDER_TOKEN_RE, escape
@@ -140,12 +141,15 @@ class PrivacyGuard:
         memory distilled from ``session`` carries): values of the session's vault found
         literally, and whatever the recognizers detect."""
         vault = self.vault(session)
+        return self.seal_spans([*self.redactor.detector.detect(text), *vault.find_known(text)])
+
+    def seal_spans(self, spans: Sequence[Span]) -> str | None:
+        """The values of ``spans``, sealed like a vault (``None``: no span): what a memory
+        carries."""
         carried = PlaceholderVault()
-        for span in [*self.redactor.detector.detect(text), *vault.find_known(text)]:
+        for span in spans:
             carried.placeholder_for(span.entity_type, span.text, span.canonical)
-        if not len(carried):
-            return None
-        return seal(carried, self.config.encryption_key)
+        return seal(carried, self.config.encryption_key) if len(carried) else None
 
     def _load(self, session_id: str) -> tuple[PlaceholderVault, int]:
         blob, version = self.repository.read_vault(session_id)
