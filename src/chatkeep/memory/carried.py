@@ -22,7 +22,7 @@ from typing import Protocol
 
 from chatkeep.history.plan import previous_texts
 from chatkeep.messages import Message
-from chatkeep.privacy.guard import PrivacyGuard
+from chatkeep.privacy.guard import PrivacyGuard, seal_spans
 from chatkeep.privacy.vault import PlaceholderVault, unseal
 from chatkeep.sessions import ChatSession
 
@@ -59,7 +59,7 @@ class MemoryValues:
         for blob in merged:
             if blob:
                 spans += unseal(blob, key).find_known(text)
-        return self.guard.seal_spans(spans)
+        return seal_spans(spans, key)
 
     @property
     def known(self) -> PlaceholderVault:

@@ -141,15 +141,8 @@ class PrivacyGuard:
         memory distilled from ``session`` carries): values of the session's vault found
         literally, and whatever the recognizers detect."""
         vault = self.vault(session)
-        return self.seal_spans([*self.redactor.detector.detect(text), *vault.find_known(text)])
-
-    def seal_spans(self, spans: Sequence[Span]) -> str | None:
-        """The values of ``spans``, sealed like a vault (``None``: no span): what a memory
-        carries."""
-        carried = PlaceholderVault()
-        for span in spans:
-            carried.placeholder_for(span.entity_type, span.text, span.canonical)
-        return seal(carried, self.config.encryption_key) if len(carried) else None
+        return seal_spans([*self.redactor.detector.detect(text), *vault.find_known(text)],
+                          self.config.encryption_key)
 
     def _load(self, session_id: str) -> tuple[PlaceholderVault, int]:
         blob, version = self.repository.read_vault(session_id)
@@ -161,3 +154,12 @@ class PrivacyGuard:
 def _version_of(session: ChatSession) -> tuple[str | None, int]:
     row = session.row
     return row.pii_vault, row.pii_vault_version
+
+
+def seal_spans(spans: Sequence[Span], key: str | None) -> str | None:
+    """The values of ``spans``, sealed like a vault with ``key`` (``None``: no span): what a
+    memory carries."""
+    carried = PlaceholderVault()
+    for span in spans:
+        carried.placeholder_for(span.entity_type, span.text, span.canonical)
+    return seal(carried, key) if len(carried) else None
