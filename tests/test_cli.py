@@ -151,3 +151,25 @@ def test_commands_refuse_a_database_from_a_newer_chatkeep(tmp_path: Path) -> Non
         assert "unexpected" not in result.output, (args, result.output)
     current = runner.invoke(app, ["db", "current", "--db", url], env={"COLUMNS": "300"})
     assert current.exit_code == 0 and "unknown here" in current.output, current.output
+
+
+def test_sessions_by_the_applications_key(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    with Chatkeep(url) as keep:
+        keep.sessions.open("support-4711", tenant=Ref("organization", 7)).add_user("refund?")
+        keep.sessions.open("support-4711", tenant=Ref("organization", 8)).add_user("other")
+    listed = runner.invoke(app, ["sessions", "list", "--tenant", "organization:7", "--json",
+                                 "--db", url])
+    assert listed.exit_code == 0, listed.output
+    (row,) = json.loads(listed.output)
+    assert row["key"] == "support-4711"
+    shown = runner.invoke(app, ["sessions", "show", "support-4711", "--tenant",
+                                "organization:7", "--db", url])
+    assert shown.exit_code == 0, shown.output
+    assert "refund?" in shown.output and "other" not in shown.output
+    assert "key support-4711" in shown.output
+    history = runner.invoke(app, ["history", "support-4711", "--tenant", "organization:8",
+                                  "--db", url])
+    assert history.exit_code == 0 and "other" in history.output
+    nameless = runner.invoke(app, ["sessions", "show", "support-4711", "--db", url])
+    assert nameless.exit_code == 1 and "SessionNotFound" in nameless.output

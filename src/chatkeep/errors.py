@@ -13,6 +13,7 @@ working::
     ├── InvalidTokens (ValueError)        a negative or non-integer token count
     ├── IncompleteToolTurn                tool calls still waiting for their results
     ├── SessionNotFound (LookupError)     no such session for that tenant
+    ├── SessionKeyConflict (ValueError)   a key opened with another actor or subject
     ├── SessionClosed                     the session was closed
     ├── UnknownJob (LookupError)          a job name no handler takes
     ├── KeepClosed                        an AsyncChatkeep used after close()
@@ -66,6 +67,12 @@ class InvalidTokens(ChatkeepError, ValueError):
 
 class SessionNotFound(ChatkeepError, LookupError):
     """No session with that id exists for that tenant (a wrong tenant looks the same)."""
+
+
+class SessionKeyConflict(ChatkeepError, ValueError):
+    """``sessions.open(key, ...)`` found the tenant's session of that key, but it was
+    created for another actor or subject: returning it would mix two people's (or two
+    matters') conversations, so nothing is returned."""
 
 
 class SessionClosed(ChatkeepError):

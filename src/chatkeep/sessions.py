@@ -13,7 +13,14 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from chatkeep.errors import ChatkeepError, InvalidArgument, InvalidMessage, InvalidTokens
+from chatkeep.errors import (
+    ChatkeepError,
+    InvalidArgument,
+    InvalidMessage,
+    InvalidTokens,
+    SessionKeyConflict,
+    SessionNotFound,
+)
 from chatkeep.formats import get_format, read_response
 from chatkeep.messages import (
     Message,
@@ -35,6 +42,7 @@ from chatkeep.validation import (
     TOOL_NAME_MAX,
     check_bool,
     check_int,
+    check_key,
     check_metadata,
     check_optional_text,
     check_text,
@@ -99,6 +107,12 @@ class ChatSession:
         return self._row.subject
 
     @property
+    def key(self) -> str | None:
+        """The application's own name for the conversation, unique per tenant (set by
+        ``sessions.open``); ``None`` for a session known only by its id."""
+        return self._row.key
+
+    @property
     def title(self) -> str | None:
         """An optional label for people."""
         return self._row.title
@@ -153,8 +167,10 @@ class ChatSession:
         check_bool(value, "anonymize_pii")
         self._row = self._repo.update_session(self.id, anonymize_pii=value)
 
-    def _replace_row(self, row: SessionRow) -> None:
-        """Adopt a row returned by a write made elsewhere (the compressor's compare-and-set)."""
+    def adopt_row(self, row: SessionRow) -> None:
+        """Take ``row`` as this session's snapshot: one read or written elsewhere (the
+        compressor's read and compare-and-set); a row of another session is
+        ``InvalidArgument``."""
         if row.id != self.id:
             raise InvalidArgument("row belongs to another session")
         self._row = row
@@ -425,6 +441,38 @@ class SessionService:
         return self._wrap(self._repo.create_session(tenant, actor, subject,
                                                     pii_protected=protected, **values))
 
+    def open(self, key: str, tenant: Ref, actor: Ref | None = None,
+             subject: Ref | None = None, *, title: str | None = None,
+             anonymize_pii: bool = True,
+             metadata: Mapping[str, Any] | None = None) -> ChatSession:
+        """The tenant's conversation named by the application's ``key`` (a framework's
+        ``session_id``, ``conversation_id`` or ``thread_id``), created on first use.
+
+        Opening one key from many processes at once yields one session. Two tenants may use
+        the same key independently. An existing session must have been created for the same
+        ``actor`` and ``subject`` (else ``SessionKeyConflict``: it would mix two
+        conversations); ``title``, ``anonymize_pii`` and ``metadata`` apply on creation only.
+        """
+        key = check_key(key)
+        values = check_session(tenant, actor, subject, title=title,
+                               anonymize_pii=anonymize_pii, metadata=metadata)
+        protected = self._app_anonymize_pii and values["anonymize_pii"]
+        row, created = self._repo.open_session(key, tenant, actor, subject,
+                                               pii_protected=protected, **values)
+        if not created:
+            _check_same_parties(row, actor, subject)
+        return self._wrap(row)
+
+    def by_key(self, key: str, tenant: Ref) -> ChatSession:
+        """The tenant's conversation named ``key`` (``SessionNotFound`` if none: another
+        tenant's key is not found either)."""
+        key = check_key(key)
+        require_ref(tenant, "tenant")
+        row = self._repo.find_session(key, tenant)
+        if row is None:
+            raise SessionNotFound(f"no session with key {key!r} for tenant {tenant}")
+        return self._wrap(row)
+
     def get(self, session_id: str, tenant: Ref | None = None) -> ChatSession:
         """Load a session. Request handlers pass ``tenant`` (a wrong one is ``SessionNotFound``);
         background jobs holding only the id may omit it and read ``session.tenant``."""
@@ -449,6 +497,19 @@ class SessionService:
         check_int(limit, "limit", minimum=1, maximum=INT32_MAX)
         return [self._wrap(r) for r in self._repo.list_sessions(
             tenant, actor=actor, subject=subject, limit=limit)]
+
+
+def _check_same_parties(row: SessionRow, actor: Ref | None, subject: Ref | None) -> None:
+    for what, stored, asked in (("actor", row.actor, actor), ("subject", row.subject, subject)):
+        if stored != asked:
+            raise SessionKeyConflict(
+                f"session {row.key!r} of tenant {row.tenant} was created with {what} "
+                f"{_shown(stored)}, not {_shown(asked)}; open it with the same {what}, or "
+                "use another key")
+
+
+def _shown(ref: Ref | None) -> str:
+    return "none" if ref is None else str(ref)
 
 
 def check_session(tenant: object, actor: object = None, subject: object = None, *,

@@ -38,6 +38,8 @@ MODEL_MAX = 255
 """``chat_usage.model``."""
 SESSION_ID_MAX = 36
 """``chat_sessions.id``: a UUID."""
+SESSION_KEY_MAX = 255
+"""``chat_sessions.key``: the application's own name for a conversation."""
 JSON_DEPTH_MAX = 64
 """Nesting deeper than this in metadata is refused (it is data, not a document store)."""
 
@@ -79,6 +81,18 @@ def check_optional_text(value: object, field: str, *,
     if value is None:
         return None
     return check_text(value, field, error=error, max_length=max_length)
+
+
+def check_key(value: object) -> str:
+    """An application's conversation key: non-blank text of at most 255 characters, without
+    control characters (it is shown in logs and the CLI) or surrounding white space (two
+    keys that print alike must be one key)."""
+    key = check_text(value, "key", max_length=SESSION_KEY_MAX, non_empty=True)
+    if key != key.strip():
+        raise InvalidArgument(f"key must not start or end with white space: {key!r}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in key):
+        raise InvalidArgument(f"key must not contain control characters: {key!r}")
+    return key
 
 
 def check_int(value: object, field: str, *, error: type[ChatkeepError] = InvalidArgument,

@@ -111,3 +111,16 @@ def backend_pid(driver_connection: Any) -> int:
 def pg_dsn(url: str) -> str:
     """The libpq form of a SQLAlchemy ``postgresql[+driver]://`` URL."""
     return with_driver(url, None)
+
+
+def open_key_worker(url: str, key: str, barrier: Any, api: str = "sync") -> str:
+    """Open one application key at the same moment as the other processes; the id it got."""
+    from chatkeep import Ref
+
+    keep = open_keep(url, api, create_schema=False)
+    try:
+        barrier.wait()
+        return str(keep.sessions.open(key, tenant=Ref("organization", 1),
+                                      actor=Ref("user", 9)).id)
+    finally:
+        keep.close()

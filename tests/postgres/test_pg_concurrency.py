@@ -19,6 +19,7 @@ from pg_workers import (
     build_once_worker,
     chat_worker,
     compressor,
+    open_key_worker,
     parse_ranges,
 )
 
@@ -60,6 +61,18 @@ def check_summary_steps(summary: str | None, watermark: int, version: int) -> No
     assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(ranges)), ranges
     assert ranges[-1][1] == watermark
     assert version == len(ranges)
+
+
+def test_eight_processes_opening_one_key_get_one_session(
+        pool: Any, pg_url: str, pg_keep: Callable[..., Chatkeep], api: str) -> None:
+    keep = pg_keep()
+    keep.start()  # the schema, before the workers (who do not create it) race
+    for key in ("support-4711", "support-4712"):  # twice: a second race on a fresh key
+        ids = run(pool, open_key_worker, lambda w, barrier, k=key: (pg_url, k, barrier, api))
+        assert len(set(ids)) == 1, ids
+        assert keep.sessions.by_key(key, ORG).id == ids[0]
+    assert sorted(s.key or "" for s in keep.sessions.list(ORG)) == [
+        "support-4711", "support-4712"]
 
 
 def test_eight_processes_appending_lose_and_duplicate_nothing(

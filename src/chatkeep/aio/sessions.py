@@ -58,6 +58,11 @@ class AsyncChatSession:
         return self._session.subject
 
     @property
+    def key(self) -> str | None:
+        """The application's own name for the conversation (``sessions.open``), or ``None``."""
+        return self._session.key
+
+    @property
     def title(self) -> str | None:
         """An optional label for people."""
         return self._session.title
@@ -215,6 +220,22 @@ class AsyncSessionService:
         return self._wrap(await self._keep.run(
             core.sessions.create, tenant, actor, subject, title=title,
             anonymize_pii=anonymize_pii, metadata=metadata))
+
+    async def open(self, key: str, tenant: Ref, actor: Ref | None = None,
+                   subject: Ref | None = None, *, title: str | None = None,
+                   anonymize_pii: bool = True,
+                   metadata: Mapping[str, Any] | None = None) -> AsyncChatSession:
+        """The tenant's conversation named by the application's ``key``, created on first
+        use (see ``SessionService.open``)."""
+        core = await self._keep.core()
+        return self._wrap(await self._keep.run(
+            core.sessions.open, key, tenant, actor, subject, title=title,
+            anonymize_pii=anonymize_pii, metadata=metadata))
+
+    async def by_key(self, key: str, tenant: Ref) -> AsyncChatSession:
+        """The tenant's conversation named ``key`` (``SessionNotFound`` if none)."""
+        core = await self._keep.core()
+        return self._wrap(await self._keep.run(core.sessions.by_key, key, tenant))
 
     async def get(self, session_id: str, tenant: Ref | None = None) -> AsyncChatSession:
         """Load a session (a wrong ``tenant`` is ``SessionNotFound``)."""

@@ -127,7 +127,7 @@ def session_json(s: ChatSession) -> dict[str, Any]:
     """A session's row as JSON (what ``sessions list --json`` prints per session)."""
     row = s.row
     return {
-        "id": s.id, "tenant": ref_json(s.tenant), "actor": ref_json(s.actor),
+        "id": s.id, "key": s.key, "tenant": ref_json(s.tenant), "actor": ref_json(s.actor),
         "subject": ref_json(s.subject), "title": s.title, "message_count": s.message_count,
         "billed_tokens": s.total_tokens, "summary_watermark": s.summary_watermark,
         "summary_version": row.summary_version, "distilled_through": row.distilled_through,

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from chatkeep.app import Chatkeep
 from chatkeep.cli.common import (
     DEFAULT_DB,
     ConfigOption,
@@ -29,13 +30,17 @@ from chatkeep.cli.common import (
     safe,
     session_json,
 )
+from chatkeep.errors import InvalidArgument, SessionNotFound
 from chatkeep.messages import Message, Role
+from chatkeep.refs import Ref
+from chatkeep.sessions import ChatSession
 from chatkeep.validation import INT32_MAX
 
 sessions_app = typer.Typer(help="List and inspect sessions.", no_args_is_help=True)
 
-SessionIdArg = Annotated[str, typer.Argument(help="The session id (a UUID).",
-                                             show_default=False)]
+SessionIdArg = Annotated[str, typer.Argument(
+    help="The session id (a UUID), or with --tenant the application's key for it.",
+    show_default=False)]
 TAIL_DEFAULT = 50
 
 
@@ -69,16 +74,31 @@ def list_sessions(tenant: Annotated[str, typer.Option(help="Tenant as TYPE:ID.",
         table = Table()
         # Ids are what the next command needs: never wrapped, never cut.
         table.add_column("id", no_wrap=True, min_width=36, overflow="ignore")
-        for header in ("actor", "subject", "messages", "billed tokens", "watermark",
+        for header in ("key", "actor", "subject", "messages", "billed tokens", "watermark",
                        "last message"):
             table.add_column(header)
         for s in rows:
-            table.add_row(s.id, safe(s.actor or "-"), safe(s.subject or "-"),
+            table.add_row(s.id, safe(s.key or "-"), safe(s.actor or "-"), safe(s.subject or "-"),
                           str(s.message_count), str(s.total_tokens), str(s.summary_watermark),
                           s.row.last_message_at.strftime("%Y-%m-%d %H:%M"))
         console.print(table)
         if not rows:
             console.print(f"no sessions for {safe(tenant_ref)}")
+
+
+def find_session(keep: Chatkeep, name: str, tenant: Ref | None) -> ChatSession:
+    """The session with id ``name``, or, for a tenant, the one its application calls
+    ``name`` (a key): commands take whichever the user has at hand."""
+    try:
+        return keep.sessions.get(name, tenant=tenant)
+    except SessionNotFound:
+        if tenant is None:
+            raise
+        try:
+            return keep.sessions.by_key(name, tenant)
+        except (SessionNotFound, InvalidArgument):
+            raise SessionNotFound(f"no session with id or key {name!r} for tenant "
+                                  f"{tenant}") from None
 
 
 def _describe(message: Message) -> str:
@@ -110,7 +130,7 @@ def show(session_id: SessionIdArg, tenant: TenantOption = None,
     and its messages (the last 50 by default), tool plumbing included."""
     tenant_ref = parse_ref(tenant, "tenant")
     with open_keep(db, existing=True) as keep:
-        s = keep.sessions.get(session_id, tenant=tenant_ref)
+        s = find_session(keep, session_id, tenant_ref)
         messages = s.messages
         size = sum(m.tokens or 0 for m in messages)
         count = None if show_all else tail if tail is not None else \
@@ -122,7 +142,8 @@ def show(session_id: SessionIdArg, tenant: TenantOption = None,
                         "conversation_tokens": size,
                         "messages": [_message_json(m) for m in shown]})
             return
-        console.print(f"[bold]session[/bold] {s.id}", soft_wrap=True)
+        console.print(f"[bold]session[/bold] {s.id}"
+                      + (f" · key {safe(s.key)}" if s.key else ""), soft_wrap=True)
         console.print(f"tenant {safe(s.tenant)} · actor {safe(s.actor or '-')} · "
                       f"subject {safe(s.subject or '-')}")
         console.print(f"messages {s.message_count} · conversation {size} tokens (stored "
@@ -157,7 +178,7 @@ def history(session_id: SessionIdArg,
     the session is over budget, as the real call does)."""
     tenant_ref = parse_ref(tenant, "tenant")
     with open_keep(db, config, existing=True) as keep:
-        s = keep.sessions.get(session_id, tenant=tenant_ref)
+        s = find_session(keep, session_id, tenant_ref)
         build: Any = keep.compressor.build_history  # one of FORMATS, by the enum
         built = build(s, system, format=wire_format.value)
         data: Any = list(built)

@@ -48,6 +48,7 @@ from chatkeep.store.statements import (
     ALL_LIVE,
     ANSWER_CALL,
     CLAIM_SEQ,
+    INSERT_KEYED_SESSION,
     INSERT_MESSAGE,
     INSERT_SESSION,
     INSERT_TOOL_CALL,
@@ -56,6 +57,7 @@ from chatkeep.store.statements import (
     MESSAGE_COLUMNS,
     PG_APPEND,
     SESSION_BY_ID,
+    SESSION_BY_KEY,
     SESSION_EXISTS,
     SET_SUMMARY,
     UNSUMMARISED,
@@ -126,6 +128,38 @@ class Repository:
                                         anonymize_pii=anonymize_pii,
                                         pii_protected=pii_protected, metadata=metadata)
 
+    def open_session(self, key: str, tenant: Ref, actor: Ref | None, subject: Ref | None, *,
+                     title: str | None = None, anonymize_pii: bool = True,
+                     pii_protected: bool = False,
+                     metadata: dict[str, Any] | None = None) -> tuple[SessionRow, bool]:
+        """The tenant's session named ``key``, created with these values if there is none;
+        returns it and whether this call created it. Race-safe without a lock: the insert
+        yields to the unique index (``ON CONFLICT DO NOTHING``) and the loser reads the
+        winner's row, so concurrent openers of one key all get one session."""
+        found = self.find_session(key, tenant)
+        if found is not None:
+            return found, False
+        statement = INSERT_KEYED_SESSION[self.engine.dialect.name]
+        with self.transaction() as conn:
+            row = conn.execute(statement, self._session_values(
+                tenant, actor, subject, title=title, anonymize_pii=anonymize_pii,
+                pii_protected=pii_protected, metadata=metadata, key=key)).first()
+        if row is not None:
+            return session_from_row(row), True
+        found = self.find_session(key, tenant)
+        if found is None:  # inserted and deleted between our two statements
+            raise SessionNotFound(f"session {key!r} of tenant {tenant} was deleted while "
+                                  "being opened")
+        return found, False
+
+    def find_session(self, key: str, tenant: Ref) -> SessionRow | None:
+        """The tenant's session named ``key``, or ``None``."""
+        with self.reading() as conn:
+            row = conn.execute(SESSION_BY_KEY, {"b_tenant_type": tenant.type,
+                                                "b_tenant_id": tenant.id_text,
+                                                "b_key": key}).first()
+        return None if row is None else session_from_row(row)
+
     def create_session_with_messages(
         self, tenant: Ref, actor: Ref | None, subject: Ref | None,
         batch: Batch, *,
@@ -148,8 +182,17 @@ class Repository:
     def _insert_session(self, conn: Connection, tenant: Ref, actor: Ref | None,
                         subject: Ref | None, *, title: str | None, anonymize_pii: bool,
                         pii_protected: bool, metadata: dict[str, Any] | None) -> SessionRow:
+        values = self._session_values(tenant, actor, subject, title=title,
+                                      anonymize_pii=anonymize_pii,
+                                      pii_protected=pii_protected, metadata=metadata)
+        return session_from_row(conn.execute(INSERT_SESSION, values).one())
+
+    def _session_values(self, tenant: Ref, actor: Ref | None, subject: Ref | None, *,
+                        title: str | None, anonymize_pii: bool, pii_protected: bool,
+                        metadata: dict[str, Any] | None,
+                        key: str | None = None) -> dict[str, Any]:
         now = self.clock()
-        values = {
+        return {
             "id": new_session_id(), **ref_values("tenant", tenant),
             **ref_values("actor", actor), **ref_values("subject", subject),
             "title": title, "anonymize_pii": anonymize_pii, "total_tokens": 0, "last_seq": 0,
@@ -157,9 +200,8 @@ class Repository:
             "distilled_through": 0, "distil_version": 0, "pii_vault": None,
             "pii_vault_version": 0, "pii_protected": pii_protected, "closed_at": None,
             "last_message_at": now,
-            "created_at": now, "metadata": metadata or {},
+            "created_at": now, "metadata": metadata or {}, "key": key,
         }
-        return session_from_row(conn.execute(INSERT_SESSION, values).one())
 
     def get_session(self, session_id: str, tenant: Ref | None = None) -> SessionRow:
         """Load a session; with ``tenant`` given, another tenant's session is not found."""

@@ -62,6 +62,8 @@ class SessionRow:
     last_message_at: datetime
     created_at: datetime
     metadata: dict[str, Any] = field(default_factory=dict)
+    key: str | None = None
+    """The application's own name for the conversation, unique per tenant (or ``None``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +97,7 @@ SESSION_FIELDS = (
     "subject_type", "subject_id", "subject_id_int", "title", "anonymize_pii", "total_tokens",
     "last_seq", "summary", "summary_watermark", "summary_version", "distilled_through",
     "distil_version", "distil_lease_until", "pii_vault", "pii_vault_version", "pii_protected",
-    "closed_at", "last_message_at", "created_at", "metadata")
+    "closed_at", "last_message_at", "created_at", "metadata", "key")
 """The ``chat_sessions`` columns in table order: what every session read selects."""
 
 
@@ -106,7 +108,7 @@ def session_from_row(row: Sequence[Any]) -> SessionRow:
      subject_id, subject_int, title, anonymize_pii, total_tokens, last_seq, summary,
      summary_watermark, summary_version, distilled_through, distil_version, _lease,
      pii_vault, pii_vault_version, pii_protected, closed_at, last_message_at, created_at,
-     metadata) = row
+     metadata, key) = row
     tenant = Ref.from_columns(tenant_type, tenant_id, tenant_int)
     assert tenant is not None
     return SessionRow(
@@ -116,7 +118,7 @@ def session_from_row(row: Sequence[Any]) -> SessionRow:
         int(summary_version), int(distilled_through), int(distil_version), pii_vault,
         int(pii_vault_version), bool(pii_protected), as_utc(closed_at),
         as_utc(last_message_at) or utcnow(), as_utc(created_at) or utcnow(),
-        dict(metadata or {}))
+        dict(metadata or {}), key)
 
 
 def new_messages(session: SessionRow, now: datetime,

@@ -105,6 +105,10 @@ chat_sessions = Table(
     Column("last_message_at", TS, nullable=False),  # created_at until the first message
     Column("created_at", TS, nullable=False),
     Column("metadata", JSON, nullable=False, default=dict),
+    # The application's own name for the conversation (the SDK's session_id, LangGraph's
+    # thread_id), unique per tenant; NULL for sessions known only by their id.
+    Column("key", String(255), nullable=True),
+    Index("uq_chat_sessions_tenant_key", "tenant_type", "tenant_id", "key", unique=True),
     Index("ix_chat_sessions_tenant_recent", "tenant_type", "tenant_id", "last_message_at"),
     # The sweep's index: only sessions with undistilled messages, oldest activity first,
     # so a sweep never walks the (ever growing) set of fully distilled sessions.

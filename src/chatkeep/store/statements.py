@@ -28,6 +28,7 @@ from sqlalchemy import (
     union_all,
     update,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
 from chatkeep.errors import (
@@ -67,6 +68,18 @@ UNSUMMARISED = union_all(
 # -- writes ------------------------------------------------------------------------------
 
 INSERT_SESSION = insert(chat_sessions).returning(chat_sessions)
+SESSION_BY_KEY = select(chat_sessions).where(
+    _S.tenant_type == bindparam("b_tenant_type"), _S.tenant_id == bindparam("b_tenant_id"),
+    _S.key == bindparam("b_key"))
+_KEY_COLUMNS = ["tenant_type", "tenant_id", "key"]
+INSERT_KEYED_SESSION = {
+    "sqlite": sqlite.insert(chat_sessions).on_conflict_do_nothing(
+        index_elements=_KEY_COLUMNS).returning(chat_sessions),
+    "postgresql": postgresql.insert(chat_sessions).on_conflict_do_nothing(
+        index_elements=_KEY_COLUMNS).returning(chat_sessions),
+}
+"""Per dialect: insert a keyed session unless the tenant already has that key (then no
+row comes back, and the winner of the race is read by :data:`SESSION_BY_KEY`)."""
 CLAIM_SEQ = (
     update(chat_sessions)
     .where(_S.id == bindparam("b_session_id"), _S.closed_at.is_(None))
