@@ -1,6 +1,7 @@
 """build_history latency by session length, by open turn and wire format; append throughput.
 
-    python bench/history.py [--db-dir DIR] [--calls 1000] [--postgres URL]
+    python bench/history.py [--db-dir DIR] [--calls 1000] [--postgres URL] [--no-sdk]
+                            [--markdown]
 
 Sessions of 100, 10,000 and 100,000 messages each have a summary in place with
 20 messages after the watermark (what a long-lived session looks like). The
@@ -13,6 +14,10 @@ tool calls (each answered), rendered in each wire format. The claim: converting 
 Responses or Anthropic format adds at most 1.3x to the Chat Completions build of the
 same session. Ratios come from one run on one machine, with all cases' calls interleaved;
 absolute times are printed for context only.
+
+``--markdown`` adds each claim's figure beside its target under the tables (the output is
+Markdown either way); ``--no-sdk`` skips the append comparison with the Agents SDK, which
+``bench/append.py`` runs on its own.
 """
 
 from __future__ import annotations
@@ -34,6 +39,10 @@ OPEN_CALLS = (0, 1, 8, 32)
 FORMATS = ("openai_chat", "openai_responses", "anthropic_messages")
 TAIL = 20
 SYSTEM = "You are a helpful assistant for a law firm."
+LENGTH_TARGET = 1.5
+"""The longest session's build_history at most this many times the shortest one's."""
+FORMAT_TARGET = 1.3
+"""Any wire format's build_history at most this many times Chat Completions'."""
 
 
 def seed_session(keep: Chatkeep, size: int) -> str:
@@ -56,7 +65,7 @@ def seed_session(keep: Chatkeep, size: int) -> str:
 def time_builds(keep: Chatkeep, session_ids: dict[int, str], calls: int) -> dict[int, float]:
     """Median build_history time per session size. Calls are interleaved (one per size,
     in turn), so a burst of load on a shared machine hits every size alike."""
-    sessions = {size: keep.sessions.get(sid) for size, sid in session_ids.items()}
+    sessions = {size: keep.sessions.get_unscoped(sid) for size, sid in session_ids.items()}
     for session in sessions.values():
         for _ in range(20):  # warm caches and the connection pool
             keep.compressor.build_history(session, SYSTEM)
@@ -73,7 +82,7 @@ def time_builds(keep: Chatkeep, session_ids: dict[int, str], calls: int) -> dict
 def seed_open_turn(keep: Chatkeep, calls: int) -> str:
     """A 100-message session (summary in place) whose last turn is open with ``calls``
     parallel tool calls, every one answered."""
-    session = keep.sessions.get(seed_session(keep, 100))
+    session = keep.sessions.get_unscoped(seed_session(keep, 100))
     if calls:
         session.add_user("Check every matter's deadline, please.")
         session.add_assistant("Checking them all.", tool_calls=[
@@ -86,7 +95,7 @@ def seed_open_turn(keep: Chatkeep, calls: int) -> str:
 
 def time_formats(keep: Chatkeep, calls: int) -> dict[tuple[int, str], float]:
     """Median build_history per (open-turn size, format), all interleaved."""
-    sessions = {n: keep.sessions.get(seed_open_turn(keep, n)) for n in OPEN_CALLS}
+    sessions = {n: keep.sessions.get_unscoped(seed_open_turn(keep, n)) for n in OPEN_CALLS}
     cases = [(n, fmt) for n in OPEN_CALLS for fmt in FORMATS]
     for n, fmt in cases * 10:  # warm up
         keep.compressor.build_history(sessions[n], SYSTEM, format=fmt)  # type: ignore[call-overload]
@@ -107,7 +116,12 @@ def append_rate(keep: Chatkeep, count: int) -> float:
     return count / (time.perf_counter() - start)
 
 
-def run(url: str, label: str, calls: int, appends: int) -> None:
+def verdict(value: float, target: float) -> str:
+    """``value`` against an at-most ``target``: "met" or "NOT met"."""
+    return f"target <= {target:g}x: {'met' if value <= target else 'NOT met'}"
+
+
+def run(url: str, label: str, calls: int, appends: int, markdown: bool = False) -> None:
     keep = Chatkeep(url, config={"memory": {"distil_on_compress": False}},
                     dispatcher="inline")
     print(f"\n### {label}\n")
@@ -132,6 +146,14 @@ def run(url: str, label: str, calls: int, appends: int) -> None:
         f"{n} calls {formats[(n, 'openai_chat')] / plain:.2f}x" for n in OPEN_CALLS[1:]))
     print(f"\nappend throughput: {append_rate(keep, appends):,.0f} messages/s "
           f"({appends} single-message transactions)")
+    if markdown:
+        longest = medians[SIZES[-1]] / base
+        worst = max(formats[(n, f)] / formats[(n, "openai_chat")]
+                    for n in OPEN_CALLS for f in FORMATS)
+        print(f"\n- {SIZES[-1]:,} messages / {SIZES[0]} messages: {longest:.2f}x "
+              f"({verdict(longest, LENGTH_TARGET)})")
+        print(f"- worst format / openai_chat, any open turn: {worst:.2f}x "
+              f"({verdict(worst, FORMAT_TARGET)})")
     keep.close()
 
 
@@ -155,17 +177,22 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--appends", type=int, default=2000)
     parser.add_argument("--postgres", default=None, help="also run on this PostgreSQL URL")
+    parser.add_argument("--no-sdk", action="store_true",
+                        help="skip the append comparison with the Agents SDK (bench/append.py)")
+    parser.add_argument("--markdown", action="store_true",
+                        help="also print each claim's figure against its target")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         db_dir = args.db_dir or Path(tmp)
         run(f"sqlite:///{db_dir / 'bench-history.db'}", "SQLite (file, WAL)", args.calls,
-            args.appends)
-    append_versus_sdk(args.appends)
+            args.appends, args.markdown)
+    if not args.no_sdk:
+        append_versus_sdk(args.appends)
     if args.postgres:
         from chatkeep.testing.postgres import scratch_schema
 
         with scratch_schema(args.postgres, "ck_bench") as url:
-            run(url, "PostgreSQL", args.calls, args.appends)
+            run(url, "PostgreSQL", args.calls, args.appends, args.markdown)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     python bench/load.py [--postgres URL] [--seconds 10] [--workers 1,2,4,8]
                          [--sessions 4] [--budget 6000] [--no-sqlite] [--no-shared]
+                         [--markdown]
 
 Each worker is its own process (multiprocessing spawn) with its own ``Chatkeep``
 and connection pool, running the turn an application runs per request:
@@ -17,6 +18,7 @@ user turns and 120-300 word replies, the budget is 6,000 tokens, and compression
 uses the offline extractive summariser (no network), so it fires every few turns
 per session and its cost is in the numbers. PII redaction runs as configured by
 default. Runs use a dedicated PostgreSQL schema, created and dropped here.
+``--markdown`` prints only Markdown on stdout (progress goes to stderr).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def settings(budget: int) -> dict[str, Any]:
 def worker(url: str, worker_id: int, tenant_id: int, sessions: int, seconds: float,
            budget: int, start: Any, results: Any) -> None:
     from chatkeep import Chatkeep, Ref
-    from chatkeep.history.summarizer import ExtractiveSummarizer
+    from chatkeep.history.summarizers import ExtractiveSummarizer
     from chatkeep.messages import Usage
 
     keep = Chatkeep(url, config=settings(budget), create_schema=False)
@@ -172,15 +174,23 @@ def main() -> None:
     parser.add_argument("--no-sqlite", action="store_true")
     parser.add_argument("--no-shared", action="store_true",
                         help="skip the run where all workers share one tenant")
+    parser.add_argument("--markdown", action="store_true",
+                        help="only Markdown on stdout (progress on stderr)")
     args = parser.parse_args()
     counts = [int(n) for n in args.workers.split(",")]
     from chatkeep import Chatkeep
     from chatkeep.testing.postgres import scratch_schema
 
-    print(f"machine: {machine(args.postgres)}")
-    print(f"command: python {' '.join(sys.argv)}")
-    print(f"{args.seconds:g} s per run, {args.sessions} sessions per worker, "
-          f"budget {args.budget} tokens, extractive summariser\n", flush=True)
+    progress = sys.stderr if args.markdown else sys.stdout
+    if args.markdown:
+        print(f"Machine: {machine(args.postgres)}; {args.seconds:g} s per run, "
+              f"{args.sessions} sessions per worker, budget {args.budget} tokens, "
+              "extractive summariser.\n", flush=True)
+    else:
+        print(f"machine: {machine(args.postgres)}")
+        print(f"command: python {' '.join(sys.argv)}")
+        print(f"{args.seconds:g} s per run, {args.sessions} sessions per worker, "
+              f"budget {args.budget} tokens, extractive summariser\n", flush=True)
     results: list[Result] = []
     with scratch_schema(args.postgres, "ck_load") as url:
         Chatkeep(url, config=settings(args.budget)).close()  # create the tables once
@@ -191,12 +201,14 @@ def main() -> None:
         for n in counts:
             results.append(run(url, "PostgreSQL", n, False, args.sessions, args.seconds,
                                args.budget))
-            print(f"  PostgreSQL N={n}: {results[-1].per_second:.0f} turns/s", flush=True)
+            print(f"  PostgreSQL N={n}: {results[-1].per_second:.0f} turns/s", flush=True,
+                  file=progress)
         if not args.no_shared:
             n = max(counts)
             results.append(run(url, "PostgreSQL, one shared tenant", n, True, args.sessions,
                                args.seconds, args.budget))
-            print(f"  shared tenant N={n}: {results[-1].per_second:.0f} turns/s", flush=True)
+            print(f"  shared tenant N={n}: {results[-1].per_second:.0f} turns/s", flush=True,
+                  file=progress)
     sqlite = None
     if not args.no_sqlite:
         with tempfile.TemporaryDirectory() as tmp:

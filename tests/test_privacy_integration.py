@@ -53,7 +53,7 @@ def test_session_switch_changed_later_takes_effect(make_keep) -> None:
     session = keep.sessions.create(ORG)
     session.add_user(f"mail {EMAIL_A}")
     assert "<EMAIL_1>" in keep.compressor.build_history(session, "")[0]["content"]
-    keep.sessions.get(session.id).anonymize_pii = False  # the user asked otherwise
+    keep.sessions.get_unscoped(session.id).anonymize_pii = False  # the user asked otherwise
     assert EMAIL_A in keep.compressor.build_history(session, "")[0]["content"]
 
 
@@ -117,9 +117,9 @@ def test_mapping_is_encrypted_at_rest_with_a_key(make_keep) -> None:
     assert keep.privacy.restore(session, "<EMAIL_1>") == EMAIL_A
     wrong = privacy_keep(make_keep, encryption_key=new_key())
     with pytest.raises(PrivacyError):
-        wrong.privacy.restore(wrong.sessions.get(session.id), "<EMAIL_1>")
+        wrong.privacy.restore(wrong.sessions.get_unscoped(session.id), "<EMAIL_1>")
     with pytest.raises(PrivacyError):  # fail closed: never send text it cannot redact
-        wrong.compressor.build_history(wrong.sessions.get(session.id), "")
+        wrong.compressor.build_history(wrong.sessions.get_unscoped(session.id), "")
 
 
 @pytest.mark.sync_api  # calls the core's egress from threads
@@ -130,7 +130,7 @@ def test_concurrent_redaction_never_gives_a_placeholder_two_values(make_keep) ->
     outputs: dict[int, str] = {}
 
     def redact(worker: int) -> None:
-        handle = keep.sessions.get(session.id)
+        handle = keep.sessions.get_unscoped(session.id)
         egress = keep.privacy.for_session(handle)
         start.wait()
         for _ in range(8):  # as build_history does: redact, store, plan again on a lost race
@@ -158,7 +158,7 @@ def test_a_summary_written_before_redaction_was_switched_on_is_redacted(make_kee
     plain.compressor.build_history(session, "")
     assert EMAIL_A in (session.refresh().summary or "")
     redacting = privacy_keep(make_keep)
-    history = redacting.compressor.build_history(redacting.sessions.get(session.id), "")
+    history = redacting.compressor.build_history(redacting.sessions.get_unscoped(session.id), "")
     assert all(EMAIL_A not in m["content"] for m in history)
     assert "<EMAIL_1>" in history[0]["content"]
 
@@ -287,7 +287,7 @@ def test_a_default_config_worker_redacts_a_session_created_under_the_app_switch(
     _no_raw_value_in(bodies)
     assert not sessions.create(ORG, anonymize_pii=False).row.pii_protected
     assert not SessionService(app.repository).create(ORG).row.pii_protected
-    worker_view = worker.sessions.get(session.id)
+    worker_view = worker.sessions.get_unscoped(session.id)
     assert worker.privacy.redacts(worker_view)
     worker_view.anonymize_pii = False  # the conversation's own switch still decides
     assert not worker.privacy.redacts(worker_view)

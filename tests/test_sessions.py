@@ -22,6 +22,9 @@ from chatkeep import (
 )
 from chatkeep.testing import FakeOpenAIServer, Reply
 
+# PostgreSQL through PgBouncer in transaction mode too (tests/conftest.py).
+pytestmark = pytest.mark.pgbouncer
+
 ORG = Ref("organization", 42)
 
 
@@ -36,7 +39,7 @@ def test_three_references_round_trip_with_int_and_str_ids(keep: Chatkeep) -> Non
     assert again.anonymize_pii is True
 
     autonomous = keep.sessions.create(tenant=Ref("workspace", "acme"))
-    loaded = keep.sessions.get(autonomous.id)
+    loaded = keep.sessions.get_unscoped(autonomous.id)
     assert loaded.actor is None and loaded.subject is None
 
 
@@ -44,7 +47,7 @@ def test_a_job_with_only_the_session_id_finds_the_tenant(keep: Chatkeep) -> None
     s = keep.sessions.create(tenant=ORG, actor=Ref("user", 1))
     session_id = s.id  # all a background job receives
     assert keep.sessions.tenant_of(session_id) == ORG
-    assert keep.sessions.get(session_id).tenant == ORG
+    assert keep.sessions.get_unscoped(session_id).tenant == ORG
 
 
 def test_wrong_tenant_is_not_found_and_lists_are_scoped(keep: Chatkeep) -> None:
@@ -55,7 +58,7 @@ def test_wrong_tenant_is_not_found_and_lists_are_scoped(keep: Chatkeep) -> None:
     with pytest.raises(SessionNotFound):
         keep.sessions.get(mine.id, tenant=Ref("team", 42))  # same id, other type
     with pytest.raises(SessionNotFound):
-        keep.sessions.get("no-such-session")
+        keep.sessions.get_unscoped("no-such-session")
     assert [s.id for s in keep.sessions.list(ORG)] == [mine.id]
     assert theirs.id not in [s.id for s in keep.sessions.list(ORG, actor=Ref("user", 1))]
 
@@ -135,7 +138,7 @@ def test_token_accounting_follows_the_ledger(keep: Chatkeep) -> None:
     assert s.add_tokens(100) == 100
     s.add_assistant("hi", usage=Usage(10, 5), model="m")
     assert s.total_tokens == 115
-    assert keep.sessions.get(s.id).total_tokens == 115
+    assert keep.sessions.get_unscoped(s.id).total_tokens == 115
     assert keep.repository.usage_sum(s.id) == 115
     other = keep.sessions.create(tenant=Ref("organization", 1))
     other.add_tokens(7)
@@ -162,8 +165,8 @@ def test_invalid_messages_raise_and_write_nothing(keep: Chatkeep, bad) -> None:
     s.add_user("hello")
     with pytest.raises(InvalidMessage):
         bad(s)
-    assert [m.seq for m in keep.sessions.get(s.id).messages] == [1]
-    assert keep.sessions.get(s.id).message_count == 1
+    assert [m.seq for m in keep.sessions.get_unscoped(s.id).messages] == [1]
+    assert keep.sessions.get_unscoped(s.id).message_count == 1
 
 
 def test_a_tool_call_is_answered_once_and_ids_are_unique_per_session(keep: Chatkeep) -> None:
@@ -199,7 +202,7 @@ def test_bad_tenant_and_tokens_and_closed_sessions(keep: Chatkeep) -> None:
     with pytest.raises(SessionClosed):
         s.add_user("after close")
     with pytest.raises(SessionClosed):
-        keep.sessions.get(s.id).add_user("after close, other handle")
+        keep.sessions.get_unscoped(s.id).add_user("after close, other handle")
     assert len(s.messages) == 1
     # Tokens spent on a closed session are still billed.
     assert s.add_tokens(3) == 3
@@ -207,9 +210,9 @@ def test_bad_tenant_and_tokens_and_closed_sessions(keep: Chatkeep) -> None:
 
 def test_anonymize_pii_switch_persists(keep: Chatkeep) -> None:
     s = keep.sessions.create(tenant=ORG, anonymize_pii=False)
-    assert keep.sessions.get(s.id).anonymize_pii is False
+    assert keep.sessions.get_unscoped(s.id).anonymize_pii is False
     s.anonymize_pii = True
-    assert keep.sessions.get(s.id).anonymize_pii is True
+    assert keep.sessions.get_unscoped(s.id).anonymize_pii is True
 
 
 def test_threads_appending_to_one_session_lose_nothing(keep: Chatkeep) -> None:
@@ -218,7 +221,7 @@ def test_threads_appending_to_one_session_lose_nothing(keep: Chatkeep) -> None:
     s = keep.sessions.create(tenant=ORG)
 
     def writer(worker: int) -> None:
-        handle = keep.sessions.get(s.id)
+        handle = keep.sessions.get_unscoped(s.id)
         for i in range(40):
             handle.add_user(f"w{worker}-{i}")
 

@@ -187,7 +187,8 @@ def test_cli_with_a_wrong_tenant_shows_nothing(world: World,
     shown = runner.invoke(app, ["sessions", "show", mine.id, "--tenant", "organization:1",
                                 *db], env=CLI_ENV)
     assert shown.exit_code == 0 and "alpha contract" in shown.output
-    listed = runner.invoke(app, ["sessions", "list", "--tenant", "team:1", *db], env=CLI_ENV)
+    listed = runner.invoke(app, ["sessions", "list", "--tenant", "team:1", "--wide", *db],
+                           env=CLI_ENV)
     assert listed.exit_code == 0
     assert world.sessions[C].id in listed.output and mine.id not in listed.output
     usage = runner.invoke(app, ["usage", "--tenant", "team:1", *db], env=CLI_ENV)

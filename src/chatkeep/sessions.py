@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from chatkeep.errors import (
     ChatkeepError,
@@ -47,6 +47,9 @@ from chatkeep.validation import (
     check_optional_text,
     check_text,
 )
+
+if TYPE_CHECKING:
+    from chatkeep.history.summary import StructuredSummary
 
 PURPOSES = ("chat", "summary", "distil", "manual")
 _T = TypeVar("_T")
@@ -134,8 +137,22 @@ class ChatSession:
 
     @property
     def summary(self) -> str | None:
-        """The running summary of everything up to ``summary_watermark``."""
-        return self._row.summary
+        """The running summary of everything up to ``summary_watermark``, as people (and
+        the model) read it: its items by section, then the narrative; ``None`` before the
+        first fold. The stored form is ``row.summary``; the parsed one
+        ``structured_summary``."""
+        structured = self.structured_summary
+        return None if structured is None else structured.render()
+
+    @property
+    def structured_summary(self) -> StructuredSummary | None:
+        """The running summary as typed items and a narrative (``None`` before the first
+        fold)."""
+        # Imported here: chatkeep.history's package imports the compressor, which imports
+        # this module.
+        from chatkeep.history.summary import StructuredSummary
+
+        return StructuredSummary.load(self._row.summary)
 
     @property
     def summary_watermark(self) -> int:
@@ -473,13 +490,20 @@ class SessionService:
             raise SessionNotFound(f"no session with key {key!r} for tenant {tenant}")
         return self._wrap(row)
 
-    def get(self, session_id: str, tenant: Ref | None = None) -> ChatSession:
-        """Load a session. Request handlers pass ``tenant`` (a wrong one is ``SessionNotFound``);
-        background jobs holding only the id may omit it and read ``session.tenant``."""
+    def get(self, session_id: str, tenant: Ref) -> ChatSession:
+        """Load one of ``tenant``'s sessions (another tenant's is ``SessionNotFound``, as a
+        missing one is). ``tenant`` is required: a handler that forgot it would read any
+        tenant's session. A job holding only an id calls :meth:`get_unscoped`."""
         _check_session_id(session_id)
-        if tenant is not None:
-            require_ref(tenant, "tenant")
+        require_ref(tenant, "tenant")
         return self._wrap(self._repo.get_session(session_id, tenant))
+
+    def get_unscoped(self, session_id: str) -> ChatSession:
+        """Load a session by its id alone, whatever its tenant: for background jobs and
+        operators' tools that hold only the id (read ``session.tenant`` before acting on
+        it). Request handlers call :meth:`get` with the caller's tenant."""
+        _check_session_id(session_id)
+        return self._wrap(self._repo.get_session(session_id))
 
     def tenant_of(self, session_id: str) -> Ref:
         """The tenant that owns ``session_id`` (what a job bills)."""

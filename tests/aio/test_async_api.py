@@ -13,6 +13,9 @@ import pytest
 from chatkeep import Chatkeep, ConfigError, HistoryCompressor, Ref, StoreError
 from chatkeep.aio import AsyncChatkeep, KeepClosed, TaskDispatcher
 from chatkeep.jobs import ThreadPoolDispatcher
+from chatkeep.memory import MemoryService
+from chatkeep.privacy.guard import PrivacyGuard
+from chatkeep.sessions import SessionService
 from chatkeep.testing import FakeOpenAIServer, Reply
 
 ORG = Ref("organization", 1)
@@ -44,6 +47,27 @@ def test_an_async_client_is_refused_by_the_sync_api_at_construction(db_url: str)
             HistoryCompressor(client, model="cheap")
 
 
+def test_the_keep_wraps_its_sync_twin_built_at_once_and_opens_nothing(tmp_path: Any) -> None:
+    path = tmp_path / "chat.db"
+    keep = AsyncChatkeep(f"sqlite:///{path}")
+    assert not path.exists(), "construction does no I/O"
+    for twin, part in [(keep.sessions, SessionService), (keep.compressor, HistoryCompressor),
+                       (keep.memory, MemoryService), (keep.privacy, PrivacyGuard)]:
+        assert isinstance(twin.core, part)
+        assert keep not in vars(twin).values(), "a twin never points back at the keep"
+    with pytest.raises(ConfigError, match="create_schema"):  # the sync keep's own checks
+        AsyncChatkeep(f"sqlite:///{path}", create_schema="yes")  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        async with keep:
+            assert path.exists()
+            assert isinstance(await keep.core(), Chatkeep)
+            session = await keep.sessions.create(ORG)
+            assert await keep.run(lambda s: s.read_messages(), session.core) == []
+
+    run(scenario())
+
+
 def test_a_closed_keep_raises_a_typed_error(db_url: str) -> None:
     async def scenario() -> None:
         keep = AsyncChatkeep(db_url)
@@ -51,7 +75,7 @@ def test_a_closed_keep_raises_a_typed_error(db_url: str) -> None:
         await keep.close()
         await keep.close()  # idempotent
         with pytest.raises(KeepClosed):
-            await keep.sessions.get(session.id)
+            await keep.sessions.get_unscoped(session.id)
         with pytest.raises(KeepClosed):
             await session.add_user("too late")
 
@@ -109,7 +133,7 @@ def test_concurrent_turns_on_one_loop_keep_seq_gapless(db_url: str) -> None:
 @pytest.mark.usefixtures("requires_pgvector")
 def test_recall_by_meaning_through_the_async_embedder(db_url: str) -> None:
     """The async keep embeds through openai.AsyncOpenAI on the real /v1/embeddings wire."""
-    from chatkeep.memory.embeddings import AsyncOpenAIEmbedder
+    from chatkeep.memory.embedders import AsyncOpenAIEmbedder
 
     facts = {"facts": [{"scope": "tenant", "content": "Prefers espresso over tea."}]}
 

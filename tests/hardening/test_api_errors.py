@@ -23,9 +23,7 @@ from chatkeep import (
     InvalidMessage,
     InvalidReference,
     InvalidTokens,
-    MessageDraft,
     Ref,
-    Role,
     SessionNotFound,
     StoreError,
     Usage,
@@ -163,9 +161,10 @@ CASES: list[tuple[str, Any, type[ChatkeepError], str]] = [
      InvalidArgument, "system_prompt"),
     ("sessions.list(limit=-1)", lambda k, s: k.sessions.list(ORG, limit=-1), InvalidArgument,
      "limit"),
-    ("sessions.get(5)", lambda k, s: k.sessions.get(5), InvalidArgument, "session id"),
-    ("sessions.get NUL", lambda k, s: k.sessions.get("ab\x00"), InvalidArgument, "NUL"),
-    ("sessions.get unknown", lambda k, s: k.sessions.get("nope"), SessionNotFound, "nope"),
+    ("sessions.get_unscoped(5)", lambda k, s: k.sessions.get_unscoped(5), InvalidArgument,
+     "session id"),
+    ("sessions.get NUL", lambda k, s: k.sessions.get_unscoped("ab\x00"), InvalidArgument, "NUL"),
+    ("sessions.get unknown", lambda k, s: k.sessions.get_unscoped("nope"), SessionNotFound, "nope"),
     ("Ref huge int", lambda k, s: k.sessions.list(Ref("o", 10**5000)), InvalidReference,
      "255"),
     ("Ref NUL", lambda k, s: k.sessions.list(Ref("o", "a\x00")), InvalidReference, "NUL"),
@@ -286,7 +285,7 @@ def test_reads_do_not_wait_for_a_writer(tmp_path: Path) -> None:
 
         def read() -> None:
             start = time.monotonic()
-            keep.sessions.get(session.id).messages  # noqa: B018 - the read under test
+            keep.sessions.get_unscoped(session.id).messages  # noqa: B018 - the read under test
             done.append(time.monotonic() - start)
 
         reader = threading.Thread(target=read)
@@ -296,91 +295,6 @@ def test_reads_do_not_wait_for_a_writer(tmp_path: Path) -> None:
         writer.close()
         reader.join()
         assert done and done[0] < 5
-
-
-def test_row_conversions_read_the_columns_every_read_selects() -> None:
-    """Rows are converted by position: the field lists must be the columns the statements
-    select, in order (a column added to the table without them fails here, not in use)."""
-    from chatkeep.store.rows import MESSAGE_FIELDS, SESSION_FIELDS
-    from chatkeep.store.statements import MESSAGE_COLUMNS, PG_APPEND, SESSION_BY_ID
-
-    assert tuple(c.name for c in chat_sessions.columns) == SESSION_FIELDS
-    assert tuple(c.name for c in SESSION_BY_ID.selected_columns) == SESSION_FIELDS
-    for statement in PG_APPEND.values():
-        assert tuple(c.name for c in statement.selected_columns) == SESSION_FIELDS
-    assert tuple(c.name for c in MESSAGE_COLUMNS) == MESSAGE_FIELDS
-
-
-def test_sqlite_fast_path_writes_what_the_core_path_writes(tmp_path: Path) -> None:
-    """The append on the driver and the Core append store the same bytes."""
-    from datetime import UTC, datetime
-
-    from chatkeep.sessions import ChatSession, prepare_batch
-    from chatkeep.tokens import HeuristicCounter
-
-    clock = datetime(2026, 11, 5, 9, 30, tzinfo=UTC)
-    dumps = []
-    for name, fast in (("fast.db", True), ("core.db", False)):
-        with Chatkeep(f"sqlite:///{tmp_path / name}", dispatcher="inline") as keep:
-            repo = keep.repository
-            repo.clock = lambda: clock
-            if not fast:
-                repo._direct = None  # the Core path, as PostgreSQL takes it
-            else:
-                assert repo._direct is not None
-            row = repo.create_session(ORG, ALICE, None, metadata={"a": 1})
-            session = ChatSession(repo, row)
-            session.add_user("hi é \u2028", name="alice", metadata={"k": [1, None]})
-            session.add_assistant("calling", tool_calls=[
-                {"id": "c1", "function": {"name": "f", "arguments": '{"x": 1}'}},
-                {"id": "c2", "function": {"name": "g"}}], usage=Usage(3, 4), model="m")
-            session.record([{"role": "tool", "tool_call_id": "c1", "content": "r1"},
-                            {"role": "tool", "tool_call_id": "c2", "content": "r2"},
-                            {"role": "assistant", "content": "done"}], format="openai_chat")
-            session.add_system("Be brief.")
-            repo.append_messages(row.id, prepare_batch(
-                [MessageDraft(Role.USER, "batched", usage=Usage(1, 1))], HeuristicCounter()))
-            dumped = dump(keep.engine)
-            dumps.append({table: [r.replace(row.id, "<id>") for r in rows]
-                          for table, rows in dumped.items()})
-    assert dumps[0] == dumps[1]
-
-
-def test_sqlite_fast_path_reads_what_the_core_path_reads(tmp_path: Path) -> None:
-    """``read_history`` on the driver and through Core give the same row and messages,
-    before and after a summary watermark (pinned system messages below it included)."""
-    with Chatkeep(f"sqlite:///{tmp_path / 'read.db'}", dispatcher="inline") as keep:
-        repo = keep.repository
-        fast = repo._direct
-        assert fast is not None
-        session = keep.sessions.create(ORG, actor=ALICE, metadata={"a": [1, None]})
-        session.add_system("Pinned.")
-        session.add_user("hi é", name="alice", metadata={"k": 1})
-        session.add_assistant("calling", tool_calls=[
-            {"id": "c1", "function": {"name": "f", "arguments": '{"x": 1}'}}],
-            usage=Usage(3, 4), model="m")
-        session.add_tool_result("c1", "r1")
-        session.add_assistant("done")
-        session.retract_last()
-
-        def both() -> tuple[Any, Any]:
-            repo._direct = fast
-            direct = repo.read_history(session.id)
-            repo._direct = None  # the Core path, as PostgreSQL takes it
-            core = repo.read_history(session.id)
-            repo._direct = fast
-            return direct, core
-
-        direct, core = both()
-        assert direct == core and len(direct[2]) == 4
-        version = repo.read_history(session.id)[0].summary_version  # retraction bumps it
-        row = repo.compare_and_set_summary(session.id, version, "summary", 3)
-        assert row is not None
-        direct, core = both()
-        assert direct == core
-        assert [m.seq for m in direct[1]] == [1] and [m.seq for m in direct[2]] == [4]
-        with pytest.raises(SessionNotFound):
-            fast.read_history("no-such-session")
 
 
 def test_a_model_answering_with_a_non_json_body_is_a_chatkeep_error(tmp_path: Path) -> None:

@@ -291,11 +291,16 @@ def test_since_takes_a_month_and_a_year(url: str) -> None:
 
 
 def test_sessions_list_never_cuts_an_id(url: str) -> None:
-    listed = run("sessions", "list", "--tenant", "organization:7", "--db", url,
-                 env={"COLUMNS": "40"})
+    """Even at 40 columns the id shown is whole: the short form (a unique prefix, which
+    every command accepts) or with --wide the full id, never one cut with an ellipsis."""
     with Chatkeep(url, dispatcher="inline") as keep:
         (session,) = keep.sessions.list(ORG)
-    assert session.id in listed.output
+    listed = run("sessions", "list", "--tenant", "organization:7", "--db", url,
+                 env={"COLUMNS": "40"})
+    assert session.id[:8] in listed.output and "…" not in listed.output
+    wide = run("sessions", "list", "--tenant", "organization:7", "--wide", "--db", url,
+               env={"COLUMNS": "40"})
+    assert session.id in wide.output
 
 
 def test_sessions_show_tail_and_sizes(tmp_path: Path) -> None:

@@ -15,8 +15,10 @@ from chatkeep import errors
 ROOT = Path(chatkeep.__file__).parent
 BUILTIN_EXCEPTIONS = {name for name, value in vars(builtins).items()
                       if isinstance(value, type) and issubclass(value, BaseException)}
-#: Raises the package may keep: re-raising what it caught, and Python's own protocols.
-ALLOWED = {"NotImplementedError", "StopIteration", "StopAsyncIteration", "KeyboardInterrupt"}
+#: Raises the package may keep: Python's own protocols (a module's ``__getattr__`` raises
+#: AttributeError; a missing optional extra is an ImportError naming its install hint).
+ALLOWED = {"NotImplementedError", "StopIteration", "StopAsyncIteration", "KeyboardInterrupt",
+           "AttributeError", "ImportError"}
 
 
 def raised_builtins() -> list[str]:

@@ -204,7 +204,7 @@ OPERATIONS: dict[str, tuple[Op, st.SearchStrategy[Any]]] = {
     "anonymize_pii setter": (lambda k, s, v: setattr(s, "anonymize_pii", v), bad_bool),
     "messages_after": (lambda k, s, v: s.messages_after(v), bad_count.filter(
         lambda v: v is not None)),
-    "get": (lambda k, s, v: k.sessions.get(v), st.one_of(unstorable, not_text,
+    "get": (lambda k, s, v: k.sessions.get_unscoped(v), st.one_of(unstorable, not_text,
                                                          st.text(max_size=40))),
     "get tenant": (lambda k, s, v: k.sessions.get(s.id, tenant=v), bad_ref_arg),
     "tenant_of": (lambda k, s, v: k.sessions.tenant_of(v), st.one_of(unstorable, not_text)),

@@ -8,25 +8,11 @@ from collections.abc import Callable
 
 import openai
 import pytest
+from history_helpers import BUDGET, ORG, SYSTEM, fill
 
-from chatkeep import Chatkeep, InvalidArgument, Ref
+from chatkeep import Chatkeep, InvalidArgument
 from chatkeep.formats.base import unfence
-from chatkeep.sessions import ChatSession
 from chatkeep.testing import FakeOpenAIServer, Reply
-
-ORG = Ref("organization", 1)
-SYSTEM = "You are a careful legal assistant."
-BUDGET = {"chat": {"max_history_tokens": 1000, "recent_messages_min": 4,
-                   "summary_max_tokens": 200, "summary_model": "cheap-model"},
-          "memory": {"distil_on_compress": False}}
-
-
-def fill(session: ChatSession, turns: int, start: int = 0) -> None:
-    """``turns`` user/assistant pairs of ~80 tokens each: 10 turns are over the budget."""
-    for i in range(start, start + turns):
-        session.add_user(f"U{i} " + "question " * 40)
-        session.add_assistant(f"A{i} " + "answer " * 40)
-
 
 # -- 1. a reply that cannot be stored is a failed fold -------------------------------------
 
@@ -43,7 +29,7 @@ def test_a_summary_reply_that_cannot_be_stored_is_a_failed_fold(
     fill(s, 10)
     llm_server.script(Reply.ok("GOOD SUMMARY"))
     keep.compressor.build_history(s, SYSTEM)
-    s = keep.sessions.get(s.id)
+    s = keep.sessions.get_unscoped(s.id)
     old_watermark = s.summary_watermark
     assert s.summary == "GOOD SUMMARY" and old_watermark > 0
 
@@ -57,7 +43,7 @@ def test_a_summary_reply_that_cannot_be_stored_is_a_failed_fold(
         assert [m["content"] for m in history[2:]] == expected
         s.add_user(f"follow-up {turn}")
     assert "summariser failed" in caplog.text
-    stored = keep.sessions.get(s.id)
+    stored = keep.sessions.get_unscoped(s.id)
     assert (stored.summary, stored.summary_watermark) == ("GOOD SUMMARY", old_watermark)
 
 
@@ -77,7 +63,7 @@ def test_a_message_retracted_while_a_fold_is_in_flight_never_reaches_the_summary
         """Echoes the markers of what it was shown; during the first call, the other
         process pops five messages (the protected tail and the fold's newest, A7)."""
         if not popped:
-            session = other.sessions.get(s.id)
+            session = other.sessions.get_unscoped(s.id)
             for _ in range(5):
                 message = session.retract_last()
                 assert message is not None
@@ -88,7 +74,7 @@ def test_a_message_retracted_while_a_fold_is_in_flight_never_reaches_the_summary
     llm_server.responder = summariser
     history = keep.compressor.build_history(s, SYSTEM)
     assert popped == ["A9", "U9", "A8", "U8", "A7"]
-    stored = keep.sessions.get(s.id)
+    stored = keep.sessions.get_unscoped(s.id)
     assert stored.summary is not None and "U0" in stored.summary
     assert "A7" not in (stored.summary or ""), stored.summary
     assert len(llm_server.requests) == 2  # the first fold lost its compare-and-set
@@ -98,7 +84,7 @@ def test_a_message_retracted_while_a_fold_is_in_flight_never_reaches_the_summary
     # The session's own retraction bumps the version too.
     version = stored.row.summary_version
     stored.retract_last()
-    assert keep.sessions.get(s.id).row.summary_version == version + 1
+    assert keep.sessions.get_unscoped(s.id).row.summary_version == version + 1
 
 
 # -- 10. arguments of the wrong type are typed errors --------------------------------------

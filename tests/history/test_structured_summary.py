@@ -24,12 +24,8 @@ from chatkeep.formats.base import (
     fence,
     unfence,
 )
-from chatkeep.history.summarizer import (
-    ExtractiveSummarizer,
-    LLMSummarizer,
-    most_telling,
-    weight,
-)
+from chatkeep.history.summarizers import ExtractiveSummarizer, LLMSummarizer
+from chatkeep.history.summarizers.classifier import most_telling, weight
 from chatkeep.history.summary import (
     FORMAT,
     ItemType,
@@ -69,7 +65,7 @@ def compressor(client: object, **kwargs: Any) -> HistoryCompressor:
 
 
 def stored(session: ChatSession) -> StructuredSummary:
-    summary = StructuredSummary.load(session.refresh().summary)
+    summary = session.refresh().structured_summary
     assert summary is not None
     return summary
 
@@ -284,7 +280,7 @@ def test_a_long_summary_is_shrunk_by_the_compressor_not_clipped(keep: Chatkeep) 
     class Verbose:
         def fold(self, previous: StructuredSummary | None, messages: Sequence[Message],
                  language: str) -> Any:
-            from chatkeep.history.summarizer import SummaryResult
+            from chatkeep.history.summarizers import SummaryResult
             facts = [NewItem(ItemType.FACT, f"Fact {n} about seq {messages[0].seq}.")
                      for n in range(40)]
             summary = merge(previous, SummaryEdit(
@@ -422,7 +418,7 @@ def test_an_injected_order_carried_into_the_summary_stays_inside_the_record(
 
         def fold(self, previous: StructuredSummary | None, messages: Sequence[Message],
                  language: str) -> Any:
-            from chatkeep.history.summarizer import SummaryResult
+            from chatkeep.history.summarizers import SummaryResult
             summary = merge(previous, SummaryEdit(add=tuple(
                 NewItem(ItemType.FACT, m.content or "") for m in messages
                 if m.role is Role.USER and "SYSTEM" in (m.content or ""))))
@@ -525,10 +521,11 @@ _FOLDED = ("K", "\u212a", "\u017f", "ſtyle", "İ", "DEADLINE", "Don't", "NOT", 
 
 
 def _word_searches() -> list[Any]:
-    from chatkeep.history import summarizer, summary
+    from chatkeep.history import summary
+    from chatkeep.history.summarizers import classifier
     from chatkeep.history.summary import WordSearch
 
-    return [v for module in (summary, summarizer) for v in vars(module).values()
+    return [v for module in (summary, classifier) for v in vars(module).values()
             if isinstance(v, WordSearch)]
 
 

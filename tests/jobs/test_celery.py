@@ -162,7 +162,7 @@ def test_worker_killed_while_distilling_leaves_the_watermark_and_the_job_complet
         (child,) = _pool_children(first.pid)   # the main process sees the child lost and
         os.kill(child, signal.SIGKILL)         # rejects the job back to the queue
     time.sleep(1)
-    row = keep.sessions.get(session_id).row
+    row = keep.sessions.get_unscoped(session_id).row
     assert row.distilled_through == 0, "a killed distil must not move the watermark"
     assert keep.memory.list(ORG) == []
     model.release.set()
@@ -170,7 +170,7 @@ def test_worker_killed_while_distilling_leaves_the_watermark_and_the_job_complet
 
     if kill == "whole worker":
         start_worker()  # the unacknowledged job is delivered again
-    _wait(lambda: keep.sessions.get(session_id).row.distilled_through > 0, 90,
+    _wait(lambda: keep.sessions.get_unscoped(session_id).row.distilled_through > 0, 90,
           "the redelivered distil job")
     assert [m.content for m in keep.memory.list(ORG)] == [FACT]
     assert model.extractions >= 2
@@ -192,9 +192,9 @@ def test_sweep_task_dispatches_through_the_broker(
     app = keep.dispatcher.app  # type: ignore[attr-defined]
     app.send_task("chatkeep.sweep")  # what beat sends every minute; idle_after is 30 min...
     time.sleep(3)
-    assert keep.sessions.get(session.id).row.distilled_through == 0  # ...so nothing yet
+    assert keep.sessions.get_unscoped(session.id).row.distilled_through == 0  # ...so nothing yet
     keep.memory.sweep(idle_after=__import__("datetime").timedelta(0))  # now it is idle
-    _wait(lambda: keep.sessions.get(session.id).row.distilled_through == 2, 60,
+    _wait(lambda: keep.sessions.get_unscoped(session.id).row.distilled_through == 2, 60,
           "the swept session to be distilled by the worker")
     assert [m.content for m in keep.memory.list(ORG)] == [FACT]
     keep.close()

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from chatkeep import Chatkeep
 from chatkeep.cli.memories import memories_app
-from chatkeep.memory.embeddings import HashEmbedder
+from chatkeep.memory.embedders import HashEmbedder
 from chatkeep.testing import FakeOpenAIServer
 
 # Embedders passed here are sync; the async embedder is tested in tests/aio.

@@ -34,7 +34,7 @@ def test_sweep_command_distils_and_reports(make_keep: Callable[..., Chatkeep], d
     player.will_extract(("tenant", "Quotes are in EUR."))
     result = runner.invoke(app, ["sweep", "--idle-after", "0", "--db", db_url])
     assert result.exit_code == 0, result.output
-    assert s.id in result.output and "1 distilled, 0 failed" in result.output
+    assert s.id[:8] in result.output and "1 distilled, 0 failed" in result.output
     again = runner.invoke(app, ["sweep", "--idle-after", "0", "--db", db_url])
     assert again.exit_code == 0 and "nothing to distil" in again.output
     assert [m.content for m in keep.memory.list(ORG)] == ["Quotes are in EUR."]

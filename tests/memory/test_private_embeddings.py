@@ -21,7 +21,7 @@ import pytest
 from memory_helpers import ALICE, ORG, Player, talk
 
 from chatkeep import Chatkeep
-from chatkeep.memory.embeddings import HashEmbedder
+from chatkeep.memory.embedders import HashEmbedder
 from chatkeep.testing import FakeOpenAIServer
 
 NAME, SURNAME = "Ana García", "García"

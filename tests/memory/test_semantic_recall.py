@@ -21,7 +21,7 @@ from sqlalchemy import create_engine, event, inspect, text
 from chatkeep import Chatkeep, Ref
 from chatkeep.config import LLMConfig, MemoryConfig
 from chatkeep.errors import ConfigError, StoreError
-from chatkeep.memory.embeddings import HashEmbedder, OpenAIEmbedder, embedder_from_config
+from chatkeep.memory.embedders import HashEmbedder, OpenAIEmbedder, embedder_from_config
 from chatkeep.memory.hybrid import Fusion, HybridRetriever, fuse
 from chatkeep.memory.recall import TextRetriever
 from chatkeep.memory.scopes import readable_targets
@@ -34,8 +34,8 @@ from chatkeep.store.memory_index import (
 )
 from chatkeep.testing import FakeOpenAIServer
 
-# The async API has no embedder yet (its twin comes once it lands): sync axis only.
-# Embedders passed here are sync; the async embedder is tested in tests/aio.
+# Sync axis only: the embedders passed here are sync, and tests read the store below the
+# API (engine, raw SQL). The async embedder is tested in tests/aio.
 pytestmark = pytest.mark.sync_api
 
 SYNONYMS = {"drink": "beverage", "espresso": "beverage",
@@ -98,7 +98,7 @@ def test_meaning_wins_when_words_do_not_match_and_words_win_when_they_do(
              ("tenant", "The drinks reception for the Lisbon office is on Friday."))
     words_only = make_keep()  # same database, no embedder: full-text only
     assert words_only.memory.recall_mode == "full-text only"
-    plain = words_only.sessions.get(s.id)
+    plain = words_only.sessions.get_unscoped(s.id)
     assert [m.content for m in words_only.memory.recall(plain, query="can I phone him on "
                                                          "Saturday?")] == []
     hybrid = [m.content for m in skeep.memory.recall(s, query="can I phone him on Saturday?")]
@@ -157,7 +157,7 @@ def test_a_model_change_re_embeds_everything_and_recall_reads_only_the_current_m
                                                                  batch_size=2))
     status = new.memory.vector_status()
     assert status is not None and (status.embedded, status.missing) == (0, 3)
-    session = new.sessions.get(s.id)
+    session = new.sessions.get_unscoped(s.id)
     # Before re-embedding, the new model finds no vectors: recall is by words only.
     assert [m.content for m in new.memory.recall(session, query="what to drink")] == []
     first = new.memory.embed_missing(limit=2)  # interrupted after one batch
@@ -183,8 +183,8 @@ def test_dedupe_by_meaning_offers_the_paraphrase_to_the_decision(
     # By words alone the paraphrase shares nothing: no candidate, no decision, a duplicate.
     plain = make_keep(model=openai_client)
     calls = len(player.decisions)
-    remember(plain, player, plain.sessions.get(s.id), ("personal", "Enjoys a strong coffee "
-                                                                   "most of all."))
+    remember(plain, player, plain.sessions.get_unscoped(s.id),
+             ("personal", "Enjoys a strong coffee most of all."))
     assert len(player.decisions) == calls
     assert len(plain.memory.list(ORG)) == 2
 
@@ -406,7 +406,7 @@ def test_a_cached_scope_sees_every_write_and_erasure(skeep: Chatkeep, player: Pl
     # Writes through another engine and another process's kind of connection: a second
     # Chatkeep on the same database, and plain SQL with none of chatkeep's settings.
     other = make_keep(model=openai_client, embedder=embedder)
-    remember(other, player, other.sessions.get(session.id),
+    remember(other, player, other.sessions.get_unscoped(session.id),
              ("personal", "Takes an espresso before every hearing."))
     assert nearest() == {"Orders a double espresso every morning.",
                          "Takes an espresso before every hearing.", "Drinks only tea now."}
@@ -509,9 +509,10 @@ def test_stamps_come_with_migration_0007_and_without_them_search_is_not_cached(
         drop_memory_generations(None, conn)
         conn.exec_driver_sql(f"CREATE INDEX {VECTOR_TABLE}_model ON {VECTOR_TABLE} "
                              "(memory_id, model, dim)")
-        # Sessions need 0008's column (what this test looks at is 0007's stamps).
+        # Sessions need 0008's and 0009's columns (this test looks at 0007's stamps).
         conn.exec_driver_sql("ALTER TABLE chat_sessions ADD COLUMN pii_protected BOOLEAN "
                              "NOT NULL DEFAULT 0")
+        conn.exec_driver_sql("ALTER TABLE chat_sessions ADD COLUMN key VARCHAR(255)")
     assert GENERATION_TABLE not in inspect(engine).get_table_names()
     keep = Chatkeep(url, embedder=embedder, create_schema=False)
     store = keep.memory.store
@@ -535,6 +536,7 @@ def test_stamps_come_with_migration_0007_and_without_them_search_is_not_cached(
     keep.close()
     with engine.begin() as conn:  # back to 0006 as it shipped, for the upgrade
         conn.exec_driver_sql("ALTER TABLE chat_sessions DROP COLUMN pii_protected")
+        conn.exec_driver_sql("ALTER TABLE chat_sessions DROP COLUMN key")
     migrate.upgrade(engine)
     with sqlite3.connect(tmp_path / "m.db") as conn:
         assert _stamp(conn) is not None and _stamp(conn, OTHER_ORG) is None

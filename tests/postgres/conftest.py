@@ -1,4 +1,6 @@
-"""PostgreSQL-only fixtures: every test here runs against the real server in a fresh schema."""
+"""PostgreSQL-only fixtures: every test here runs against the real server in a fresh schema;
+a test marked ``pgbouncer`` also through PgBouncer in transaction mode (``pg_url``
+parametrised: ``postgresql`` and ``pgbouncer``)."""
 
 from __future__ import annotations
 
@@ -10,11 +12,26 @@ from pg_workers import open_keep
 
 from chatkeep import Chatkeep
 
+ROUTES = ("postgresql", "pgbouncer")
+"""How a test marked ``pgbouncer`` reaches the server: directly, and through PgBouncer."""
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``pg_url`` of a test marked ``pgbouncer`` takes each route (others: direct only)."""
+    if "pg_url" in metafunc.fixturenames \
+            and metafunc.definition.get_closest_marker("pgbouncer") is not None:
+        metafunc.parametrize("pg_url", ROUTES, indirect=True)
+
 
 @pytest.fixture
-def pg_url(pg_schema_url: str) -> str:
-    """A SQLAlchemy URL whose search_path is a fresh schema (skips/fails without a server)."""
-    return pg_schema_url
+def pg_url(request: pytest.FixtureRequest) -> str:
+    """A SQLAlchemy URL whose search_path is a fresh schema (skips/fails without a server):
+    on the server itself, or (param ``pgbouncer``) through PgBouncer in transaction mode
+    with ``?prepared_statements=false``."""
+    route = getattr(request, "param", "postgresql")
+    fixture = "pgbouncer_schema_url" if route == "pgbouncer" else "pg_schema_url"
+    url: str = request.getfixturevalue(fixture)
+    return url
 
 
 @pytest.fixture

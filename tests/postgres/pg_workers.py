@@ -61,7 +61,7 @@ def append_worker(url: str, session_id: str, worker: int, count: int, start: Any
     """``count`` messages, alternating user and billed assistant turns."""
     keep = open_keep(url, api, create_schema=False)
     try:
-        session = keep.sessions.get(session_id)
+        session = keep.sessions.get_unscoped(session_id)
         start.wait()
         for i in range(count):
             if i % 2 == 0:
@@ -78,7 +78,8 @@ def build_once_worker(url: str, session_id: str, barrier: Any,
     keep = open_keep(url, api, create_schema=False)
     try:
         summarizer = RangeSummarizer(barrier)
-        history = compressor(summarizer).build_history(keep.sessions.get(session_id), SYSTEM)
+        session = keep.sessions.get_unscoped(session_id)
+        history = compressor(summarizer).build_history(session, SYSTEM)
         return summarizer.calls, history
     finally:
         keep.close()
@@ -91,7 +92,7 @@ def chat_worker(url: str, session_id: str, worker: int, turns: int, start: Any,
     try:
         summarizer = RangeSummarizer()
         hc = compressor(summarizer)
-        session = keep.sessions.get(session_id)
+        session = keep.sessions.get_unscoped(session_id)
         start.wait()
         histories = []
         for i in range(turns):

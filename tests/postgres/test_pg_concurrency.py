@@ -26,7 +26,7 @@ from pg_workers import (
 from chatkeep import Chatkeep, Ref
 from chatkeep.formats.base import unfence
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.pgbouncer]
 
 ORG = Ref("organization", 1)
 WORKERS = 8

@@ -153,7 +153,7 @@ def assert_indexed(plans: list[tuple[str, Any]], table: str, index: str) -> None
 
 def test_history_read_after_the_watermark_uses_the_seq_index(big_store: BigStore) -> None:
     keep = big_store.keep
-    session = keep.sessions.get(big_store.message_session)
+    session = keep.sessions.get_unscoped(big_store.message_session)
 
     def build() -> None:
         history = keep.compressor.build_history(session, "Be brief.")

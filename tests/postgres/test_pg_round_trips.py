@@ -15,10 +15,12 @@ from pg_workers import backend_pid, pg_dsn
 from sqlalchemy import event, select, update
 
 from chatkeep import Chatkeep, Ref, SessionClosed, SessionNotFound, Usage
-from chatkeep.messages import Role
+from chatkeep.messages import MessageDraft, Role
+from chatkeep.sessions import prepare_batch
 from chatkeep.store.connections import autocommits, transaction
 from chatkeep.store.schema import chat_messages, chat_sessions, chat_usage
 from chatkeep.testing.postgres import with_driver
+from chatkeep.tokens import HeuristicCounter
 
 pytestmark = pytest.mark.postgres
 
@@ -88,7 +90,8 @@ def test_a_refused_one_statement_append_says_why_and_writes_nothing(keep: Chatke
     with pytest.raises(SessionClosed):
         session.add_user("after the close")
     with pytest.raises(SessionNotFound):
-        keep.repository.append_message("no-such-session", Role.USER, "hello")
+        keep.repository.append_messages("no-such-session", prepare_batch(
+            [MessageDraft(Role.USER, "hello")], HeuristicCounter()))
     with keep.engine.connect() as conn:
         count = conn.execute(select(chat_messages.c.seq)).all()
     assert len(count) == 1
@@ -108,7 +111,7 @@ def test_connections_autocommit_from_connect_and_a_transaction_is_still_one(
         conn.execute(update(chat_sessions).where(chat_sessions.c.id == session.id)
                      .values(title="half-written"))
         raise RuntimeError("fails mid-transaction")
-    assert keep.sessions.get(session.id).title is None
+    assert keep.sessions.get_unscoped(session.id).title is None
     with keep.engine.connect() as conn:
         assert conn.connection.driver_connection.autocommit
     # The pool does no rollback on checkin (nothing is ever left open for one): the
@@ -183,7 +186,9 @@ def test_an_async_connection_killed_while_idle_is_replaced_before_use(
             assert akeep.engine.dialect.driver == driver
             session = await akeep.sessions.create(Ref("organization", 7))
             await session.add_user("hello")
-            idle = akeep.engine.sync_engine.pool._pool._queue._queue  # type: ignore[attr-defined]
+            # The running loop's pool (the async engine keeps one per loop).
+            pool = akeep.engine.sync_engine.pool.current()  # type: ignore[attr-defined]
+            idle = pool._pool._queue._queue
             pids = {backend_pid(r.dbapi_connection.driver_connection) for r in list(idle)}
             assert pids
             with psycopg.connect(dsn, autocommit=True) as admin:

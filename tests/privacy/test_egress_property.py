@@ -51,7 +51,7 @@ from hypothesis import strategies as st
 from chatkeep import Chatkeep, Ref, ToolCall
 from chatkeep.aio import AsyncChatkeep
 from chatkeep.integrations.openai_agents import ChatkeepSession
-from chatkeep.memory.embeddings import HashEmbedder
+from chatkeep.memory.embedders import HashEmbedder
 from chatkeep.sessions import ChatSession
 from chatkeep.testing import AgentModel, FakeOpenAIServer
 from chatkeep.testing.wire_rules import seal, sign

@@ -63,7 +63,7 @@ def test_plain_vaults_are_refused_once_a_key_is_set_until_rekey_seals_them(
 
         key = new_key()
         sealed = deployment(make_keep, key, server)
-        session = sealed.sessions.get(session_id)
+        session = sealed.sessions.get_unscoped(session_id)
         session.add_user(f"And copy {EMAIL} on the reply.")
         with pytest.raises(PrivacyError, match="chatkeep privacy rekey"):
             sealed.compressor.build_history(session, "sys")
@@ -76,7 +76,7 @@ def test_plain_vaults_are_refused_once_a_key_is_set_until_rekey_seals_them(
         assert "vaults: 1 re-sealed" in result.output and "memories: 1 re-sealed" in result.output
         assert all(is_sealed(b) for b in stored_blobs(sealed))
         assert all(unseal(b, key) is not None for b in stored_blobs(sealed))
-        history = sealed.compressor.build_history(sealed.sessions.get(session_id), "sys")
+        history = sealed.compressor.build_history(sealed.sessions.get_unscoped(session_id), "sys")
         assert EMAIL not in str(history) and "<EMAIL_1>" in str(history)
         again = rekey(sealed.repository, sealed.memory.store, key)
         assert (again.vaults_current, again.memories_current) == (1, 1)
@@ -95,7 +95,7 @@ def test_a_planted_plain_vault_is_refused_with_a_key(
         with keep.engine.begin() as conn:
             conn.execute(update(chat_sessions).where(chat_sessions.c.id == session_id)
                          .values(pii_vault=planted))
-        session = keep.sessions.get(session_id)
+        session = keep.sessions.get_unscoped(session_id)
         with pytest.raises(PrivacyError, match="chatkeep privacy rekey"):
             keep.privacy.restore(session, "Write to <EMAIL_1>.")
         session.add_user("Any news?")
@@ -118,7 +118,7 @@ def test_rotation_with_the_cli_then_the_old_key_can_go(
         assert "vaults: 1 re-sealed" in result.output and "memories: 1 re-sealed" in result.output
         rotated = deployment(make_keep, new, server)  # the old key is gone now
         assert all(unseal(b, new) for b in stored_blobs(rotated))
-        session = rotated.sessions.get(session_id)
+        session = rotated.sessions.get_unscoped(session_id)
         assert rotated.privacy.restore(session, "<EMAIL_1>") == EMAIL
         with pytest.raises(PrivacyError, match="none of the configured keys"):
             unseal(stored_blobs(rotated)[0], old)

@@ -5,8 +5,9 @@ request is ever made (issue 20).
 Chat models: the SDK is called only by the transports (``llm/openai_client.py``); the
 core calls ``.complete`` only on models its constructors wrap in ``GuardedChatModel``
 (which sends through the bound egress) or, inside the guard, on the wrapped model.
-Embeddings: the SDK is called only by ``memory/embeddings.py``; an embedder is called only
-by ``HybridRetriever._send``, and only with texts its callers masked (``_masked``)."""
+Embeddings: the SDK is called only by ``memory/embedders/openai_embeddings.py``; an
+embedder is called only by ``HybridRetriever._send``, and only with texts its callers masked
+(``_masked``)."""
 
 from __future__ import annotations
 
@@ -19,15 +20,16 @@ ROOT = Path(chatkeep.__file__).parent
 CLIENT_RESOURCES = {"completions", "embeddings", "responses", "messages"}
 
 #: (module, function) -> why that call is allowed.
+EMBEDDINGS_TRANSPORT = "memory/embedders/openai_embeddings.py"
 ALLOWED_CLIENT_CALLS = {
     ("llm/openai_client.py", "complete"): "the chat transport, reached via GuardedChatModel",
-    ("memory/embeddings.py", "embed"): "the embeddings transport, reached via _send",
-    ("memory/embeddings.py", "_batch"): "the embeddings transport, reached via _send",
+    (EMBEDDINGS_TRANSPORT, "embed"): "the embeddings transport, reached via _send",
+    (EMBEDDINGS_TRANSPORT, "_batch"): "the embeddings transport, reached via _send",
 }
 ALLOWED_COMPLETE = {
     ("llm/adapt.py", "complete"): "GuardedChatModel: the scrubbed body to the inner model",
     ("aio/bridge.py", "complete"): "BridgedChatModel: always the inner of a GuardedChatModel",
-    ("history/summarizer.py", "_complete"): "self.model is guarded in __init__",
+    ("history/summarizers/llm.py", "_complete"): "self.model is guarded in __init__",
     ("memory/distiller.py", "_ask"): "self.model is guarded in __init__, egress bound",
 }
 ALLOWED_EMBED = {
@@ -66,7 +68,7 @@ def test_only_the_transports_call_a_client_sdk() -> None:
 def test_models_are_completed_only_behind_the_guard() -> None:
     sites = {(m, f) for m, f, callee, _ in calls() if callee.endswith(".complete")}
     assert sites - set(ALLOWED_COMPLETE) == set()
-    for module in ("history/summarizer.py", "memory/distiller.py"):
+    for module in ("history/summarizers/llm.py", "memory/distiller.py"):
         source = (ROOT / module).read_text(encoding="utf-8")
         assert "self.model = as_chat_model(model)" in source, module
 

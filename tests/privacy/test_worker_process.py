@@ -27,7 +27,7 @@ import pytest
 from egress_helpers import ModelPlayer, assert_never_raw, leaks
 
 from chatkeep import Chatkeep, Ref, ToolCall
-from chatkeep.memory.embeddings import HashEmbedder
+from chatkeep.memory.embedders import HashEmbedder
 from chatkeep.testing import FakeOpenAIServer
 
 ORG = Ref("organization", 1)
@@ -120,7 +120,7 @@ def test_a_sweep_on_default_config_redacts_a_protected_session(
     assert server.embedding_requests, "the worker embedded the memories it wrote"
     # The memories were written with the real values back in place of the placeholders.
     with Chatkeep(url) as keep:
-        session = keep.sessions.get(session_id)
+        session = keep.sessions.get_unscoped(session_id)
         assert session.row.distilled_through == session.message_count
         contents = " ".join(m.content for m in keep.memory.list(ORG))
     assert VALUES["email"] in contents and "<EMAIL_" not in contents, contents

@@ -1,30 +1,37 @@
 """``AsyncChatkeep``: the async twin of ``Chatkeep``, wiring the same parts.
 
-The constructor does no I/O (it can run at import time or in a FastAPI lifespan);
-the schema is created on first use, and ``await keep.close()`` (or ``async with``)
-drains background jobs and disposes of the connections.
+It builds its sync ``Chatkeep`` at once (that does no I/O, so it can run at import time
+or in a FastAPI lifespan) over an async engine, and wraps it: each part is a thin twin
+over the core's (:mod:`chatkeep.aio.twins`). The database is opened on first use (or by
+``start()``); ``await keep.close()`` (or ``async with``) drains background jobs and
+closes the connections of every event loop the keep was used on.
 """
 
 from __future__ import annotations
 
-import asyncio
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
-from chatkeep.aio.bridge import BridgedChatModel, BridgedEmbedder, bridge
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from chatkeep.aio.bridge import Bridge, BridgedChatModel, BridgedEmbedder
 from chatkeep.aio.dispatch import TaskDispatcher
 from chatkeep.aio.engine import make_async_engine
+from chatkeep.aio.pools import dispose_all, dispose_loop
 from chatkeep.aio.services import AsyncHistoryCompressor, AsyncMemoryService, AsyncPrivacyGuard
 from chatkeep.aio.sessions import AsyncSessionService
 from chatkeep.app import Chatkeep
 from chatkeep.config import Config
-from chatkeep.errors import ConfigError, KeepClosed
+from chatkeep.errors import ConfigError
 from chatkeep.jobs import Dispatcher, InlineDispatcher, ThreadPoolDispatcher
 from chatkeep.llm.adapt import as_async_chat_model
 from chatkeep.llm.base import AsyncChatModel
 from chatkeep.llm.openai_client import async_model_from_config
-from chatkeep.memory.embeddings import AsyncEmbedder, AsyncOpenAIEmbedder, embedder_from_config
+from chatkeep.memory.embedders import AsyncEmbedder, AsyncOpenAIEmbedder, embedder_from_config
+from chatkeep.memory.embedders.factory import LOCAL
+from chatkeep.memory.embedders.local import AsyncLocalEmbedder
 from chatkeep.privacy.detector import Recognizer
 from chatkeep.refs import Ref
 from chatkeep.store.repository import UsageLine
@@ -34,6 +41,21 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
+def _async_embedder(embedder: AsyncEmbedder | str | None,
+                    config: Config) -> AsyncEmbedder | None:
+    """What ``AsyncChatkeep(embedder=...)`` means: as given, ``"local"``, or configured."""
+    if isinstance(embedder, str):
+        if embedder.strip().lower() != LOCAL:
+            raise ConfigError(f"embedder={embedder!r}: the only name accepted is 'local' "
+                              "(or pass an AsyncEmbedder)")
+        return AsyncLocalEmbedder(batch_size=config.memory.embedding_batch_size)
+    if embedder is not None:
+        return embedder
+    configured: AsyncEmbedder | None = embedder_from_config(  # type: ignore[assignment]
+        config.memory, config.llm, cls=AsyncOpenAIEmbedder)
+    return configured
+
+
 class AsyncChatkeep:
     """Async twin of ``Chatkeep``: same arguments, every I/O method awaited.
 
@@ -41,8 +63,10 @@ class AsyncChatkeep:
     (asyncpg; ``postgresql+psycopg://`` keeps psycopg's async connection). ``model``: an
     ``openai.AsyncOpenAI`` client or an ``AsyncChatModel``; a sync client is a
     ``ConfigError``. ``dispatcher``: ``"task"`` (the default: jobs as tasks on the loop),
-    ``"inline"``, or a ``Dispatcher`` such as Celery's. ``embedder``: an ``AsyncEmbedder``
-    (default: ``memory.embedding_model`` through ``openai.AsyncOpenAI``).
+    ``"inline"``, or a ``Dispatcher`` such as Celery's. ``embedder``: an ``AsyncEmbedder``,
+    or ``"local"`` (all-MiniLM-L6-v2 on this machine, ``chatkeep[local]``, run off the
+    loop); default: ``memory.embedder`` / ``memory.embedding_model`` through
+    ``openai.AsyncOpenAI``.
     """
 
     def __init__(self, database_url: str, *, model: Any = None,
@@ -50,77 +74,71 @@ class AsyncChatkeep:
                  dispatcher: str | Dispatcher | None = None,
                  counter: TokenCounter | None = None, create_schema: bool = True,
                  recognizers: Sequence[Recognizer] = (),
-                 embedder: AsyncEmbedder | None = None) -> None:
+                 embedder: AsyncEmbedder | str | None = None) -> None:
         self.config = Config.load(config)
-        self.embedder: AsyncEmbedder | None = embedder or embedder_from_config(
-            self.config.memory, self.config.llm, cls=AsyncOpenAIEmbedder)  # type: ignore[assignment]
+        self.embedder = _async_embedder(embedder, self.config)
         self.model: AsyncChatModel | None = (
             as_async_chat_model(model) if model is not None
             else async_model_from_config(self.config.llm))
         self.dispatcher = _async_dispatcher(dispatcher)
         self.engine = make_async_engine(
-            database_url, sqlite_synchronous=self.config.store.sqlite_synchronous)
-        self._options: dict[str, Any] = {"counter": counter, "create_schema": create_schema,
-                                         "recognizers": recognizers}
-        self._core: Chatkeep | None = None
-        self._starting: asyncio.Lock | None = None
-        self._closed = False
-        self.sessions = AsyncSessionService(self)
-        self.compressor = AsyncHistoryCompressor(self)
-        self.memory = AsyncMemoryService(self)
-        self.privacy = AsyncPrivacyGuard(self)
+            database_url, sqlite_synchronous=self.config.store.sqlite_synchronous,
+            prepared_statements=self.config.store.prepared_statements)
+        self._core = Chatkeep(
+            self.engine.sync_engine, config=self.config, dispatcher=self.dispatcher,
+            model=BridgedChatModel(self.model) if self.model is not None else None,
+            embedder=BridgedEmbedder(self.embedder) if self.embedder is not None else None,
+            counter=counter, create_schema=create_schema, recognizers=recognizers)
+        self._bridge = Bridge(self._core.start,
+                              functools.partial(_release_loop, self.dispatcher, self.engine))
+        self.sessions = AsyncSessionService(self._core.sessions, self._bridge)
+        self.compressor = AsyncHistoryCompressor(self._core.compressor, self._bridge)
+        self.memory = AsyncMemoryService(self._core.memory, self._bridge)
+        self.privacy = AsyncPrivacyGuard(self._core.privacy, self._bridge)
 
     async def core(self) -> Chatkeep:
-        """The sync core this twin drives, created (with the schema) on first use."""
-        if self._closed:
-            raise KeepClosed("this AsyncChatkeep is closed")
-        if self._core is None:
-            self._starting = self._starting or asyncio.Lock()
-            async with self._starting:
-                if self._core is None:
-                    model = BridgedChatModel(self.model) if self.model is not None else None
-                    embedder = (BridgedEmbedder(self.embedder) if self.embedder is not None
-                                else None)
-                    core = Chatkeep(self.engine.sync_engine, model=model,
-                                    config=self.config, dispatcher=self.dispatcher,
-                                    embedder=embedder, **self._options)
-                    # Opened here, under the lock: concurrent first calls wait for the
-                    # schema instead of racing it (the greenlets share one thread).
-                    await bridge(core.start)
-                    self._core = core
+        """The sync ``Chatkeep`` this one wraps, its database open (for code given to
+        :meth:`run`; only usable inside the bridge)."""
+        await self._bridge.open()
         return self._core
 
     async def run(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run a core callable through the bridge (after checking the keep is open)."""
-        await self.core()
-        return await bridge(fn, *args, **kwargs)
+        """Run sync code over the core (``fn(*args, **kwargs)``) through the bridge."""
+        return await self._bridge(fn, *args, **kwargs)
 
     async def start(self) -> AsyncChatkeep:
         """Async twin of ``Chatkeep.start``: open the database now, not on first use."""
-        await self.core()
+        await self._bridge.open()
         return self
 
     async def usage(self, tenant: Ref | None = None, *, since: datetime | None = None,
                     until: datetime | None = None) -> list[UsageLine]:
         """Token usage by tenant, purpose and model."""
-        core = await self.core()
-        return await self.run(core.usage, tenant, since=since, until=until)
+        return await self._bridge(self._core.usage, tenant, since=since, until=until)
 
     async def close(self) -> None:
-        """Wait for background jobs, then release the connections; later calls raise."""
-        if self._closed:
+        """Wait for background jobs, then close the connections of every loop the keep
+        was used on, each on its own loop (an idle loop's when it ends); later calls
+        raise."""
+        if self._bridge.closed:
             return
         if isinstance(self.dispatcher, TaskDispatcher):
             await self.dispatcher.drain()
-        self._closed = True
-        await self.engine.dispose()
+        await self._bridge.close()
+        await dispose_all(self.engine)
 
     async def __aenter__(self) -> AsyncChatkeep:
-        await self.core()
-        return self
+        return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+async def _release_loop(dispatcher: Dispatcher, engine: AsyncEngine) -> None:
+    """What a keep holds on an event loop that ends: its jobs there, its connections."""
+    if isinstance(dispatcher, TaskDispatcher):
+        await dispatcher.drain(here_only=True)
+    await dispose_loop(engine)
 
 
 def _async_dispatcher(kind: str | Dispatcher | None) -> Dispatcher:

@@ -11,25 +11,131 @@ custom summariser) blocks the loop, so the async API accepts only async model cl
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
-from collections.abc import Callable, Sequence
+import logging
+import threading
+import weakref
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy.util import await_only, greenlet_spawn
 
+from chatkeep.errors import KeepClosed
 from chatkeep.llm.base import AsyncChatModel, Completion
-from chatkeep.memory.embeddings import AsyncEmbedder
+from chatkeep.memory.embedders import AsyncEmbedder
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
-__all__ = ["BridgedChatModel", "BridgedEmbedder", "bridge"]
+log = logging.getLogger("chatkeep.aio")
+
+__all__ = ["Bridge", "BridgedChatModel", "BridgedEmbedder", "bridge"]
 
 
 async def bridge(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
     """Run the core callable ``fn`` on the event loop: its waits are awaited, not blocked."""
     result: T = await greenlet_spawn(functools.partial(fn, *args, **kwargs))
     return result
+
+
+class Bridge:
+    """One keep's way onto the event loops it is used on.
+
+    A call refuses once the keep is closed (``KeepClosed``), opens the database first
+    (once per keep: ``start``; concurrent first calls on a loop wait for it rather than
+    race the schema, since greenlets share their thread's locks), then runs through
+    :func:`bridge`. It also notes each loop: when a loop ends (shuts down its async
+    generators, as ``asyncio.run`` and the Agents SDK's ``run_sync`` do), ``release`` runs
+    on it, so nothing bound to that loop (connections, jobs) outlives it.
+    """
+
+    def __init__(self, start: Callable[[], object],
+                 release: Callable[[], Awaitable[None]]) -> None:
+        self.closed = False
+        self._start = start
+        self._started = False
+        self._release = release
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Loop] = \
+            weakref.WeakKeyDictionary()
+        self._guard = threading.Lock()
+
+    async def __call__(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """``fn(*args, **kwargs)`` through the bridge, on an open keep."""
+        await self.open()
+        return await bridge(fn, *args, **kwargs)
+
+    async def open(self) -> None:
+        """Refuse if closed; open the database if nobody has yet."""
+        if self.closed:
+            raise KeepClosed("this AsyncChatkeep is closed")
+        loop = asyncio.get_running_loop()
+        here = self._loops.get(loop) or await self._enter(loop)
+        if not self._started:
+            async with here.starting:
+                if not self._started:
+                    await bridge(self._start)
+                    self._started = True
+
+    async def _enter(self, loop: asyncio.AbstractEventLoop) -> _Loop:
+        here = _Loop()
+        # A loop kept for more runs after shutting its generators down (the Agents SDK's
+        # run_sync does after each run) would warn of a new one: there the connections
+        # stay for its next run, and close() or the process closes them.
+        if not getattr(loop, "_asyncgens_shutdown_called", False):
+            here.watch = self._watch(here)
+            await anext(here.watch)  # runs to its yield: the loop holds it till it ends
+        with self._guard:
+            self._loops[loop] = here
+        return here
+
+    async def _watch(self, here: _Loop) -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            if here.live:  # the loop ends: release what the keep holds on it
+                here.live = False
+                with self._guard:
+                    self._loops.pop(asyncio.get_running_loop(), None)
+                try:
+                    await self._release()
+                except Exception:
+                    log.exception("releasing an ended event loop's connections failed")
+
+    async def close(self) -> None:
+        """Refuse further calls; release every loop the keep was used on, each on itself:
+        this one and every other that runs now. A loop that is idle is released when it
+        ends; one that is closed can run nothing, so it is only forgotten."""
+        self.closed = True
+        with self._guard:
+            loops = list(self._loops.items())
+        current = asyncio.get_running_loop()
+        for loop, here in loops:
+            if here.watch is None:  # unwatched: AsyncChatkeep.close disposes what it can
+                continue
+            if loop is current:
+                await here.watch.aclose()
+            elif loop.is_running():
+                await asyncio.wrap_future(
+                    asyncio.run_coroutine_threadsafe(here.watch.aclose(), loop))
+            elif loop.is_closed():
+                here.live = False
+                closing = here.watch.aclose()  # its finally now awaits nothing
+                with contextlib.suppress(StopIteration, RuntimeError):
+                    closing.send(None)
+                with self._guard:
+                    self._loops.pop(loop, None)
+
+
+class _Loop:
+    """What a keep holds per event loop: its start lock and the generator that watches
+    for the loop's end."""
+
+    def __init__(self) -> None:
+        self.starting = asyncio.Lock()
+        self.watch: AsyncGenerator[None, None] | None = None
+        self.live = True
 
 
 class BridgedChatModel:

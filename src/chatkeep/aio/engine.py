@@ -8,7 +8,8 @@ connection. asyncpg takes no libpq ``options``: the ``-c name=value`` settings a
 carries there (``options=-csearch_path%3Dtenant_7``) become its ``server_settings``.
 SQLite gets the sync store's settings (WAL, ``synchronous``, busy timeout, foreign keys,
 ``BEGIN IMMEDIATE`` for writes); PostgreSQL pings a connection that sat idle before
-using it.
+using it. Connections are pooled per event loop (:mod:`chatkeep.aio.pools`),
+so one engine serves every loop a keep is used from.
 """
 
 from __future__ import annotations
@@ -21,17 +22,20 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from chatkeep.aio.pools import LoopPools
+from chatkeep.config import SQLITE_SYNCHRONOUS
 from chatkeep.errors import StoreError
 from chatkeep.store.engine import (
     READ_ONLY,
     SQLITE_BUSY_TIMEOUT_MS,
-    SQLITE_SYNCHRONOUS,
     apply_sqlite_pragmas,
     autocommit_engine_options,
     describe_url,
     parse_url,
     ping_when_idle,
+    prepared_statements_in_force,
     sqlite_path,
+    unprepared_connect_args,
 )
 
 _ASYNC_DRIVERS = {"sqlite": "aiosqlite", "postgresql": "asyncpg"}
@@ -83,15 +87,20 @@ def server_settings(options: str) -> dict[str, str]:
     return settings
 
 
-def async_target(url: str | URL, connect_args: dict[str, Any] | None = None,
-                 ) -> tuple[URL, dict[str, Any]]:
+def async_target(url: str | URL, connect_args: dict[str, Any] | None = None, *,
+                 prepared_statements: bool = True) -> tuple[URL, dict[str, Any]]:
     """How the async API connects to ``url``: the URL with its async driver
     (:func:`async_url`) and the driver's ``connect_args``. For asyncpg, the URL's libpq
     ``options`` leave the URL and their ``-c`` settings join ``server_settings`` (one
-    given in ``connect_args`` wins); ``connect_args`` itself is not written into. Also for
-    other code that must reach the same database as chatkeep does (a benchmark's peer)."""
-    parsed = async_url(url)
+    given in ``connect_args`` wins); ``connect_args`` itself is not written into. Without
+    prepared statements (``prepared_statements=False``, or the URL's
+    ``?prepared_statements=false``, which leaves the URL) the driver's arguments say so
+    (:func:`~chatkeep.store.engine.unprepared_connect_args`). Also for other code that
+    must reach the same database as chatkeep does (a benchmark's peer)."""
+    parsed, prepare = prepared_statements_in_force(async_url(url), prepared_statements)
     args = dict(connect_args or {})
+    if not prepare:
+        unprepared_connect_args(parsed.get_driver_name(), args)
     options = parsed.query.get("options")
     if parsed.get_driver_name() != "asyncpg" or options is None:
         return parsed, args
@@ -101,9 +110,12 @@ def async_target(url: str | URL, connect_args: dict[str, Any] | None = None,
 
 
 def make_async_engine(url: str | URL, *, sqlite_synchronous: str = "FULL",
-                      **kwargs: Any) -> AsyncEngine:
-    """An ``AsyncEngine`` for ``url``; every unusable URL is a ``StoreError``, as in sync."""
-    parsed, connect_args = async_target(url, kwargs.pop("connect_args", None))
+                      prepared_statements: bool = True, **kwargs: Any) -> AsyncEngine:
+    """An ``AsyncEngine`` for ``url``; every unusable URL is a ``StoreError``, as in sync.
+    ``prepared_statements=False``: no driver prepares statements on the server (PgBouncer
+    in transaction mode; ``store.prepared_statements``)."""
+    parsed, connect_args = async_target(url, kwargs.pop("connect_args", None),
+                                        prepared_statements=prepared_statements)
     if connect_args:
         kwargs["connect_args"] = connect_args
     synchronous = str(sqlite_synchronous).upper()
@@ -128,6 +140,7 @@ def make_async_engine(url: str | URL, *, sqlite_synchronous: str = "FULL",
         kwargs.setdefault("pool_timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)
     else:
         autocommit_engine_options(kwargs)
+    kwargs.setdefault("poolclass", LoopPools)  # one pool per event loop
     try:
         engine = create_async_engine(parsed, **kwargs)
     except ModuleNotFoundError as exc:

@@ -114,6 +114,11 @@ class HistoryInfo:
     withheld: int = 0
     """Signed blocks left out because their text holds a detected value that cannot be
     redacted without breaking the signature (see ``chatkeep.privacy.egress``)."""
+    preview: bool = False
+    """Built by ``preview_history``: nothing was folded, stored or billed (display only)."""
+    would_fold: int = 0
+    """Messages the next ``build_history`` would fold into the summary (a preview's
+    forecast; 0 for a real build, which folds them)."""
 
     @property
     def over_budget(self) -> bool:

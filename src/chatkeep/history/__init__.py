@@ -1,13 +1,14 @@
 """History: fit a conversation into a token budget by folding old turns into a summary."""
 
-from chatkeep.history.compressor import HistoryCompressor, OutboundFilter
-from chatkeep.history.summarizer import (
+from chatkeep.history.compressor import HistoryCompressor
+from chatkeep.history.summarizers import (
     ExtractiveSummarizer,
     LLMSummarizer,
     Summarizer,
     SummaryResult,
 )
 from chatkeep.history.summary import StructuredSummary, SummaryItem
+from chatkeep.privacy.filters import OutboundFilter
 
 __all__ = [
     "ExtractiveSummarizer",

@@ -31,18 +31,16 @@ from chatkeep.formats.openai_chat import ChatHistory
 from chatkeep.formats.openai_responses import ResponsesHistory
 from chatkeep.history.clip import redact_then_clip
 from chatkeep.history.plan import HistoryPlan, plan_history, previous_texts
-from chatkeep.history.summarizer import (
-    ExtractiveSummarizer,
-    LLMSummarizer,
-    StructuredSummarizer,
-    Summarizer,
-    SummaryResult,
-)
+from chatkeep.history.summarizers.base import StructuredSummarizer, Summarizer, SummaryResult
+from chatkeep.history.summarizers.extractive import ExtractiveSummarizer
+from chatkeep.history.summarizers.llm import LLMSummarizer
 from chatkeep.history.summary import StructuredSummary, through_filter
 from chatkeep.llm.adapt import as_chat_model
 from chatkeep.messages import Message
 from chatkeep.privacy.egress import OPEN, WITHHELD_NOTE, Egress, bound
+from chatkeep.privacy.filters import OutboundFilter
 from chatkeep.sessions import ChatSession
+from chatkeep.store.repository import Repository
 from chatkeep.tokens import HeuristicCounter, TokenCounter
 from chatkeep.validation import text_problem
 
@@ -52,26 +50,6 @@ MEMORY_HEADER = "\n\nWhat you remember that applies to this conversation:\n"
 MAX_CAS_ATTEMPTS = 4
 #: Tokens reserved in each summariser call for its instructions and framing.
 SUMMARY_PROMPT_RESERVE = 400
-
-
-class OutboundFilter(Protocol):
-    """Turns text into what may leave for a model on a session's behalf (PII redaction)."""
-
-    def for_session(self, session: ChatSession,
-                    known: Sequence[str | None] = ()) -> Egress:
-        """The egress for ``session`` (the open one when the session does not redact);
-        ``known`` are sealed value sets carried by recalled memories, redacted literally."""
-        ...
-
-    def restore_stored(self, session: ChatSession, text: str) -> str:
-        """Undo the filter on text chatkeep stored in placeholder form (a summary) before
-        filtering it again, so its placeholders are kept rather than escaped as user-typed
-        ones."""
-        ...
-
-    def store_form(self, session: ChatSession, text: str) -> str:
-        """How to store model-written text (a summary) so ``restore_stored`` reads it right."""
-        ...
 
 
 class RecalledMemory(Protocol):
@@ -136,6 +114,8 @@ class HistoryCompressor:
 
     ``client`` may be an ``openai.OpenAI`` client or a chatkeep ``ChatModel`` (summaries by
     ``model``), a ``Summarizer``, or ``None`` for the offline extractive summariser.
+    ``repository``: where histories are read and summaries stored (``keep.compressor`` has
+    the keep's); ``None``, for a compressor used alone: each session's own.
     """
 
     def __init__(self, client: Any = None, *, model: str | None = None,
@@ -146,7 +126,8 @@ class HistoryCompressor:
                  config: ChatConfig | None = None, counter: TokenCounter | None = None,
                  outbound_filter: OutboundFilter | None = None,
                  on_compress: Sequence[CompressHook] = (),
-                 memory_provider: MemoryProvider | None = None) -> None:
+                 memory_provider: MemoryProvider | None = None,
+                 repository: Repository | None = None) -> None:
         overrides: dict[str, Any] = {k: v for k, v in {
             "summary_model": model, "language": language,
             "max_history_tokens": max_history_tokens,
@@ -160,6 +141,7 @@ class HistoryCompressor:
         self.outbound_filter = outbound_filter
         self.on_compress: list[CompressHook] = list(on_compress)
         self.memory_provider = memory_provider
+        self.repository = repository
 
     def _make_summarizer(self, client: Any) -> Summarizer:
         if client is None:
@@ -204,11 +186,65 @@ class HistoryCompressor:
         ``InvalidArgument``. Fails closed on privacy:
         if the session redacts and redaction cannot run, ``PrivacyError`` is raised.
         """
+        return self._build_replay(session, system_prompt, memories=memories, format=format)
+
+    @overload
+    def preview_history(self, session: ChatSession, system_prompt: str, *,
+                        memories: Sequence[str] | None = None,
+                        format: Literal["openai_chat"] = "openai_chat") -> ChatHistory: ...
+
+    @overload
+    def preview_history(self, session: ChatSession, system_prompt: str, *,
+                        memories: Sequence[str] | None = None,
+                        format: Literal["openai_responses"]) -> ResponsesHistory: ...
+
+    @overload
+    def preview_history(self, session: ChatSession, system_prompt: str, *,
+                        memories: Sequence[str] | None = None,
+                        format: Literal["anthropic_messages"]) -> AnthropicHistory: ...
+
+    def preview_history(self, session: ChatSession, system_prompt: str, *,
+                        memories: Sequence[str] | None = None,
+                        format: str = "openai_chat") -> History[Any]:
+        """What the model would receive from the stored state, as ``build_history`` shapes
+        it, for people to look at (the CLI's ``history``, the inspector): it never folds,
+        calls a model, bills, recalls memories (pass ``memories`` to see them) or writes,
+        so it is safe on a read-only database. ``info.preview`` is set, and
+        ``info.would_fold`` says how many messages the next ``build_history`` folds.
+
+        Display only: a value first detected here has a placeholder that is not stored
+        yet, so send what ``build_history`` returns, never a preview."""
         wire = get_format(format)
         _check_session(session)
-        if not isinstance(system_prompt, str):
-            raise InvalidArgument("system_prompt must be a string (use '' for none), "
-                                  f"got {type(system_prompt).__name__}")
+        _check_system_prompt(system_prompt)
+        _check_memories(memories)
+        row, pinned_before, messages = self._repository_for(session).read_history(session.id)
+        session.adopt_row(row)
+        egress = self._egress(session)
+        previous = self._model_summary(session, row.summary, egress)
+        plan = plan_history(
+            system_text=egress(_with_memories(system_prompt, memories)),
+            pinned_before=pinned_before,
+            summary=(previous.render() or None) if previous else None,
+            messages=messages, config=self.config, counter=self.counter, redact=egress,
+            format=format)
+        outgoing = dataclasses.replace(plan.outgoing, summary_role=self.config.summary_role)
+        info = HistoryInfo(plan.tokens, self.config.max_history_tokens,
+                           over_budget_reason=plan.over_budget_reason, clipped=plan.clipped,
+                           format=format, preview=True, would_fold=len(plan.fold))
+        return _scrubbed(wire.to_wire(outgoing, info), egress, session)
+
+    def _build_replay(self, session: ChatSession, system_prompt: str, *,
+                      memories: Sequence[str] | None = None, format: str = "openai_chat",
+                      keep_closed_tool_turns: bool = False) -> History[Any]:
+        """``build_history`` with the replay rule as a parameter: ``keep_closed_tool_turns``
+        replays every live message as recorded, closed turns' tool calls, results and
+        reasoning included, and never raises ``IncompleteToolTurn`` (what a framework's own
+        session returns, for an integration such as ``ChatkeepSession``; see
+        ``plan_history``). Redaction, clipping, the budget and folding apply as always."""
+        wire = get_format(format)
+        _check_session(session)
+        _check_system_prompt(system_prompt)
         _check_memories(memories)
         recalled: Sequence[str | RecalledMemory] | None = memories
         if memories is None and self.memory_provider is not None:
@@ -216,12 +252,13 @@ class HistoryCompressor:
             recalled = self._recall(session)
         texts = [m if isinstance(m, str) else m.content for m in recalled or ()]
         known = [m.sealed_pii for m in recalled or () if not isinstance(m, str)]
+        repository = self._repository_for(session)
         lost_races = vault_races = 0
         compressed = summary_failed = False
         while True:
             # Re-read first: the switches, summary and watermark may have moved elsewhere.
-            row, pinned_before, messages = session.repository.read_history(session.id)
-            session._replace_row(row)
+            row, pinned_before, messages = repository.read_history(session.id)
+            session.adopt_row(row)
             egress = self._egress(session, known)
             previous = self._model_summary(session, row.summary, egress)
             plan = plan_history(
@@ -232,7 +269,8 @@ class HistoryCompressor:
                 counter=self.counter, redact=egress, format=format,
                 # Fold once per call; after losing several races, replay what is stored.
                 allow_fold=not compressed and not summary_failed
-                and lost_races < MAX_CAS_ATTEMPTS)
+                and lost_races < MAX_CAS_ATTEMPTS,
+                keep_closed_tool_turns=keep_closed_tool_turns)
             if not plan.fold:
                 outgoing = dataclasses.replace(plan.outgoing,
                                                summary_role=self.config.summary_role)
@@ -252,18 +290,22 @@ class HistoryCompressor:
                 continue
             summary, through = folded
             text = self._stored_form(session, summary)
-            new_row = session.repository.compare_and_set_summary(
+            new_row = repository.compare_and_set_summary(
                 session.id, row.summary_version, text, through)
             if new_row is None:
                 log.info("session %s: another caller compressed first; re-reading", session.id)
                 lost_races += 1
                 continue
-            session._replace_row(new_row)
+            session.adopt_row(new_row)
             compressed = True
             log.info("session %s: folded %d messages, watermark %d -> %d", session.id,
                      len([m for m in plan.fold if m.seq <= through]), row.summary_watermark,
                      new_row.summary_watermark)
             self._after_compress(session)
+
+    def _repository_for(self, session: ChatSession) -> Repository:
+        """Where ``session``'s history is read and its summary stored."""
+        return self.repository if self.repository is not None else session.repository
 
     def _info(self, session: ChatSession, plan: HistoryPlan, format: str, *,
               compressed: bool, summary_failed: bool) -> HistoryInfo:
@@ -394,7 +436,7 @@ class HistoryCompressor:
         egress = self._egress(session)
         if egress is OPEN:
             return
-        _, _, messages = session.repository.read_history(session.id)
+        _, _, messages = self._repository_for(session).read_history(session.id)
         previous = previous_texts(messages)
         for message in messages:
             egress(message.replay_text or message.content or "", previous.get(message.seq))
@@ -417,6 +459,12 @@ def _check_session(session: object) -> None:
     if not isinstance(session, ChatSession) and not hasattr(session, "repository"):
         raise InvalidArgument("session must be a chat session (from keep.sessions), "
                               f"got {type(session).__name__}")
+
+
+def _check_system_prompt(system_prompt: object) -> None:
+    if not isinstance(system_prompt, str):
+        raise InvalidArgument("system_prompt must be a string (use '' for none), "
+                              f"got {type(system_prompt).__name__}")
 
 
 def _check_memories(memories: object) -> None:

@@ -15,28 +15,20 @@ import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from chatkeep.config import ChatConfig
 from chatkeep.formats.base import Outgoing, fence
 from chatkeep.history.clip import redact_then_clip
 from chatkeep.history.turns import open_turn, split_turns
-from chatkeep.messages import Message, ToolCall
+from chatkeep.messages import Message, Role, ToolCall
+from chatkeep.privacy.filters import TextFilter
 from chatkeep.tokens import TokenCounter
 
 #: Tokens a message's framing costs beyond its text (role, separators), as providers bill.
 MESSAGE_OVERHEAD = 4
 #: Tokens a tool call's framing costs beyond its id, name and arguments.
 CALL_OVERHEAD = 4
-
-class TextFilter(Protocol):
-    """Turns one outgoing text into what may leave for a model (redaction, or the identity).
-    ``context`` is the message the text answers: "536221234" after "What's your SSN?"."""
-
-    def __call__(self, text: str, context: str | None = None) -> str:
-        """The outgoing form of ``text``."""
-        ...
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,17 +49,32 @@ class HistoryPlan:
 
 def plan_history(*, system_text: str, pinned_before: Sequence[Message], summary: str | None,
                  messages: Sequence[Message], config: ChatConfig, counter: TokenCounter,
-                 redact: TextFilter, format: str, allow_fold: bool = True) -> HistoryPlan:
+                 redact: TextFilter, format: str, allow_fold: bool = True,
+                 keep_closed_tool_turns: bool = False) -> HistoryPlan:
     """Decide the next history. ``system_text`` and ``summary`` are already in outgoing form;
     ``pinned_before`` are the system messages at or below the watermark, ``messages`` the
-    ones after it. Raises ``IncompleteToolTurn`` when the open turn waits for a result."""
+    ones after it. Raises ``IncompleteToolTurn`` when the open turn waits for a result.
+
+    ``keep_closed_tool_turns``: replay every message after the watermark as recorded, in
+    order, closed turns' tool calls, results and reasoning included, and the current turn
+    as it stands (a call still waiting for its result too): what an agent framework's own
+    session hands back (the OpenAI Agents SDK's). Redaction, clipping and the budget apply
+    as always; a fold then ends only where it leaves no result without its call and no
+    output without its reasoning."""
     split = split_turns(messages)
     outbound = _Outbound(config, counter, redact, previous_texts(messages))
     pinned = tuple(outbound.text(m.content or "") for m in (*pinned_before, *split.pinned))
-    live = open_turn(split.current) if split.open else ()
-    replayable = [m for m in (*split.closed, *(() if split.open else split.current))
-                  if m.replay_text is not None]
-    replay = [outbound.replayed(m) for m in replayable]
+    cuts: set[int] | None = None  # where a fold may end (None: after any message)
+    if keep_closed_tool_turns:
+        live = split.current if split.open else ()
+        replayable = [*split.closed, *(() if split.open else split.current)]
+        replay = [outbound.verbatim(m) for m in replayable]
+        cuts = fold_cuts(replayable, live)
+    else:
+        live = open_turn(split.current) if split.open else ()
+        replayable = [m for m in (*split.closed, *(() if split.open else split.current))
+                      if m.replay_text is not None]
+        replay = [outbound.replayed(m) for m in replayable]
     opened = [outbound.verbatim(m) for m in live]
     outgoing = Outgoing(system_text, pinned, summary, (*replay, *opened),
                         open_from=len(replay) if opened else None)
@@ -86,6 +93,8 @@ def plan_history(*, system_text: str, pinned_before: Sequence[Message], summary:
     pending = 0 if split.open else len([m for m in split.current if m.replay_text])
     protect = min(len(replay), max(config.recent_messages_min, pending))
     foldable = len(replay) - protect
+    if cuts is not None:
+        foldable = max(c for c in cuts if c <= foldable)
     # After a fold the summary may be as long as its limit: plan with that.
     summary_after = _text_cost(fence("x" * 4 * config.summary_limit), counter)
     fixed_after = fixed - (_text_cost(fence(summary), counter) if summary else 0) \
@@ -115,12 +124,48 @@ def plan_history(*, system_text: str, pinned_before: Sequence[Message], summary:
     # the next one as late, as the budget allows.
     remaining = sum(costs)
     fold: list[Message] = []
-    for message, cost in zip(replayable[:foldable], costs, strict=False):
-        if fold and fixed_after + remaining + open_cost <= target:
+    for index, (message, cost) in enumerate(zip(replayable[:foldable], costs, strict=False)):
+        if fold and fixed_after + remaining + open_cost <= target and \
+                (cuts is None or index in cuts):
             break
         fold.append(message)
         remaining -= cost
     return dataclasses.replace(plan, fold=tuple(fold), over_budget_reason=reason)
+
+
+def fold_cuts(messages: Sequence[Message], later: Sequence[Message] = ()) -> set[int]:
+    """Where a fold of ``messages`` (replayed verbatim, plumbing included) may end: the
+    indexes ``i`` such that folding ``messages[:i]`` leaves behind no tool result whose call
+    went into the summary, and no output whose reasoning did (the APIs reject both).
+    ``later`` are the messages that follow and are never folded (the open turn): a call
+    they answer stays out of every fold."""
+    answered = {m.tool_call_id: i for i, m in enumerate(messages) if m.tool_call_id}
+    answered_later = {m.tool_call_id for m in later if m.tool_call_id}
+    blocked = [0] * (len(messages) + 2)  # a difference array over the cut indexes
+    for index, message in enumerate(messages):
+        for call in message.tool_calls:
+            until = (len(messages) if call.id in answered_later
+                     else answered.get(call.id, index))
+            if until > index:  # cuts index + 1 .. until split the call from its result
+                blocked[index + 1] += 1
+                blocked[until + 1] -= 1
+        if _reasoning_alone(message):  # reasoning goes with the output that follows it
+            blocked[index + 1] += 1
+            blocked[index + 2] -= 1
+    cuts: set[int] = set()
+    depth = 0
+    for index in range(len(messages) + 1):
+        depth += blocked[index]
+        if depth == 0:
+            cuts.add(index)
+    return cuts
+
+
+def _reasoning_alone(message: Message) -> bool:
+    """An assistant message with no text and no call: a reasoning item recorded by itself
+    (the Responses API's), which belongs to the item after it."""
+    return message.role is Role.ASSISTANT and message.replay_text is None \
+        and not message.tool_calls
 
 
 def fold_batch(budget: int, target: float, fixed_after: int) -> int:

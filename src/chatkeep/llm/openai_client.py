@@ -2,7 +2,8 @@
 
 Works with OpenAI, Azure OpenAI, Ollama, vLLM and a LiteLLM proxy by base URL.
 Every SDK failure (HTTP status, timeout, connection) and every unusable reply
-(no choices, empty text) becomes a ``ModelError`` so callers handle one type.
+(no choices, empty text) becomes a ``ModelError`` so callers handle one type. Each call
+has a total deadline, retries included (:mod:`chatkeep.llm.deadline`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,13 @@ import openai
 from chatkeep.config import LLMConfig
 from chatkeep.errors import ModelError
 from chatkeep.llm.base import Completion
+from chatkeep.llm.deadline import (
+    apost_within,
+    post_within,
+    retries_of,
+    supports_deadline,
+    total_timeout,
+)
 from chatkeep.messages import Usage
 
 
@@ -28,12 +36,19 @@ class OpenAIChatModel:
             client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed",
                                    timeout=timeout, max_retries=max_retries)
         self.client = client
+        self.timeout = total_timeout(client, timeout)
+        """The whole call's deadline in seconds, retries included."""
+        self.max_retries = retries_of(client, max_retries)
 
     def complete(self, messages: Sequence[dict[str, Any]], *, model: str,
                  max_tokens: int | None = None, temperature: float | None = None,
                  json_mode: bool = False) -> Completion:
-        """One chat completion; any SDK failure or unusable reply is a ``ModelError``."""
+        """One chat completion within ``timeout`` seconds in all; any SDK failure, late or
+        unusable reply is a ``ModelError``."""
         kwargs = request(messages, model, max_tokens, temperature, json_mode)
+        if supports_deadline(self.client):
+            return _completion(post_within(self.client, _chat, kwargs, self.timeout,
+                                           self.max_retries, model), model)
         try:
             response = self.client.chat.completions.create(**kwargs)
         except (openai.OpenAIError, ValueError) as exc:  # ValueError: a body that is not JSON
@@ -50,17 +65,28 @@ class AsyncOpenAIChatModel:
             client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "not-needed",
                                         timeout=timeout, max_retries=max_retries)
         self.client = client
+        self.timeout = total_timeout(client, timeout)
+        """The whole call's deadline in seconds, retries included."""
+        self.max_retries = retries_of(client, max_retries)
 
     async def complete(self, messages: Sequence[dict[str, Any]], *, model: str,
                        max_tokens: int | None = None, temperature: float | None = None,
                        json_mode: bool = False) -> Completion:
-        """One chat completion, awaited; failures are ``ModelError`` as in the sync twin."""
+        """One chat completion, awaited within the same deadline; failures are
+        ``ModelError`` as in the sync twin."""
         kwargs = request(messages, model, max_tokens, temperature, json_mode)
+        if supports_deadline(self.client):
+            return _completion(await apost_within(self.client, _chat, kwargs, self.timeout,
+                                                  self.max_retries, model), model)
         try:
             response = await self.client.chat.completions.create(**kwargs)
         except (openai.OpenAIError, ValueError) as exc:  # ValueError: a body that is not JSON
             raise ModelError(f"{model}: {type(exc).__name__}: {exc}") from exc
         return _completion(response, model)
+
+
+def _chat(client: Any) -> Any:
+    return client.chat.completions
 
 
 def request(messages: Sequence[dict[str, Any]], model: str, max_tokens: int | None,

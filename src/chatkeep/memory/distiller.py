@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from chatkeep.errors import DistillationError, ModelError
-from chatkeep.history.compressor import OutboundFilter
 from chatkeep.history.plan import previous_texts
 from chatkeep.history.transcript import transcript
 from chatkeep.llm.adapt import as_chat_model
@@ -34,6 +33,7 @@ from chatkeep.memory.scopes import ScopeTarget, available_scopes, target_for
 from chatkeep.memory.text import content_key
 from chatkeep.messages import Message
 from chatkeep.privacy.egress import OPEN, Egress, bound
+from chatkeep.privacy.filters import OutboundFilter
 from chatkeep.sessions import ChatSession
 from chatkeep.store.memories import MemoryRow, MemoryStore, MemoryWrite
 from chatkeep.tokens import HeuristicCounter, TokenCounter

@@ -26,7 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from chatkeep.errors import ModelError, StoreError
-from chatkeep.memory.embeddings import Embedder, EmbedMask
+from chatkeep.memory.embedders.base import Embedder
+from chatkeep.memory.embedders.mask import EmbedMask
 from chatkeep.memory.text import query_terms
 from chatkeep.refs import Ref
 from chatkeep.sessions import ChatSession

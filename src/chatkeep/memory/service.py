@@ -16,7 +16,8 @@ from chatkeep.errors import DistillationError, InvalidArgument
 from chatkeep.jobs import Dispatcher, InlineDispatcher
 from chatkeep.llm.base import ChatModel
 from chatkeep.memory.distiller import Distiller, DistillerFilter, DistilResult
-from chatkeep.memory.embeddings import Embedder, EmbedMask
+from chatkeep.memory.embedders.base import Embedder
+from chatkeep.memory.embedders.mask import EmbedMask
 from chatkeep.memory.hybrid import HybridRetriever
 from chatkeep.memory.recall import Memory, Recaller, Retriever, TextRetriever
 from chatkeep.memory.scopes import Scope
@@ -106,7 +107,7 @@ class MemoryService:
             raise DistillationError("no model configured: cannot distil memories offline "
                                     "(configure llm or pass model=)")
         if isinstance(session, str):
-            session = self.sessions.get(session)
+            session = self.sessions.get_unscoped(session)
         elif not isinstance(session, ChatSession):
             raise InvalidArgument(f"session must be a ChatSession or a session id, "
                                   f"got {type(session).__name__}")

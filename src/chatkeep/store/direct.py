@@ -1,84 +1,31 @@
-"""A turn's append and read sent to the database driver itself.
+"""The executor protocol's driver implementation: a procedure's statements sent to the
+database driver itself, without what a SQLAlchemy ``Connection`` adds to each (result
+metadata, an object per column; under the async API an adapter cursor buffering the
+rows), which on a local database costs more than the database's own work.
 
-Each turn makes the same few statements (claim seqs and insert, read the session row and
-its tail). Through SQLAlchemy each one also pays for parameter processing, result
-metadata built from the cursor's description (a Python object per column: 26 for a
-session row) and, under the async API, an adapter cursor that buffers every row; on a
-local database that machinery costs more than the database's own work. So the repository
-sends these statements straight to the driver:
-
-* SQLite (pysqlite, or aiosqlite under the async API): every append, with its tool-call
-  plumbing, in one ``BEGIN IMMEDIATE`` ... ``COMMIT``; the history read in one deferred
-  transaction (one WAL snapshot).
-* PostgreSQL (psycopg, sync or async, or asyncpg under the async API, on an engine that
-  autocommits): a plain append (no tool plumbing) as the one-statement append, and the
-  history read, each statement its own transaction as on the Core path. Appends with
-  tool plumbing take the Core path.
-* Both: a fold's compare-and-set of the summary, in a transaction of its own.
-
-The statements are the Core path's own objects (:mod:`chatkeep.store.statements`),
-compiled once for the dialect; values go through the dialect's own type processors, so
-the stored bytes and the values read are those of the Core path (tests compare both).
-Under the async API the driver's coroutines are awaited from inside the bridge
-(``await_only``), one hop per statement.
-
-The direct path steps aside while anything listens to the engine's statement events
-(``before_cursor_execute``, ``after_cursor_execute``): tracing and statement-level tests
-then see every statement on the Core path.
+The statements are :mod:`chatkeep.store.statements`' own objects, compiled once for the
+dialect, values through its type processors: stored bytes and values read are the Core
+executor's. SQLite (pysqlite; aiosqlite under the async API) writes in ``BEGIN IMMEDIATE``
+and reads in one deferred transaction; PostgreSQL (psycopg, sync or async; asyncpg), on an
+engine that autocommits, writes in ``BEGIN`` and runs a single statement or a read as its
+own transaction. Async drivers are awaited from inside the bridge (``await_only``). While
+anything listens to the engine's statement events, Core executors serve instead.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from datetime import datetime
-from typing import Any, NamedTuple, NoReturn, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, NamedTuple
 
 from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.util import await_only
 
-from chatkeep.errors import InvalidMessage, SessionNotFound
-from chatkeep.messages import Message, Role
-from chatkeep.store.connections import (
-    autocommits,
-    driver_error,
-    ensure_started,
-    store_error,
-)
-from chatkeep.store.rows import (
-    SessionRow,
-    message_from_row,
-    new_messages,
-    session_from_row,
-    split_at,
-)
-from chatkeep.store.schema import (
-    chat_messages,
-    chat_sessions,
-    chat_tool_calls,
-    chat_usage,
-    ref_values,
-)
-from chatkeep.store.statements import (
-    ALL_LIVE,
-    ANSWER_CALL,
-    CLAIM_SEQ,
-    MESSAGE_COLUMNS,
-    PG_APPEND,
-    SESSION_BY_ID,
-    SESSION_EXISTS,
-    SET_SUMMARY,
-    UNSUMMARISED,
-    Batch,
-    append_error,
-    pg_append_values,
-    plain,
-    refuse,
-)
-
-T = TypeVar("T")
+from chatkeep.errors import StoreError
+from chatkeep.store.connections import autocommits, driver_error, ensure_started, store_error
+from chatkeep.store.executor import CoreTransport, Executor, Row
 
 _Processors = list[tuple[int, Callable[[Any], Any]]]
 """The type processors of the columns that have one, by position."""
@@ -103,43 +50,102 @@ def _bound(processors: _Processors, values: Sequence[Any]) -> list[Any]:
 
 
 class Compiled(NamedTuple):
-    """A statement compiled for one driver, and what turns named values into its
-    parameters."""
+    """A statement compiled for one driver: its SQL, what turns named values into its
+    parameters, and the result processors of the columns it returns."""
 
     sql: str
-    params: Callable[[dict[str, Any]], Any]
+    params: Callable[[Mapping[str, Any]], Any]
+    results: _Processors
 
 
-def compile_for_driver(statement: Any, dialect: Any) -> Compiled:
+def compile_for_driver(statement: Any, dialect: Any,
+                       column_keys: Sequence[str] | None = None) -> Compiled:
     """``statement`` for ``dialect``'s driver: its own literals (``role = 'system'``)
     filled in, each value through its type's bind processor, given as a list or a dict
-    as the driver's paramstyle wants."""
-    compiled = statement.compile(dialect=dialect)
-    fixed = dict(compiled.params)
-    processors = {}
-    for name, bind in compiled.binds.items():
-        process = bind.type.dialect_impl(dialect).bind_processor(dialect)
-        if process is not None:
-            processors[name] = process
-    order = compiled.positiontup
+    as the driver's paramstyle wants. An insert names its ``column_keys``: each must
+    then be given (a column default is not filled in here)."""
+    compiled = statement.compile(dialect=dialect, column_keys=column_keys)
+    positional = compiled.positiontup is not None
+    names = list(compiled.positiontup if positional else compiled.binds)
+    if column_keys is not None and not set(names) <= set(column_keys):
+        raise StoreError(f"no value given for {sorted(set(names) - set(column_keys))} in "
+                         f"{str(compiled).split('(')[0].strip()}")
+    fixed = compiled.params
+    steps = [(name, fixed.get(name),
+              compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect))
+             for name in names]
 
-    def params(given: dict[str, Any]) -> Any:
-        values = {**fixed, **given}
-        for name, process in processors.items():
-            values[name] = process(values[name])
-        return values if order is None else [values[n] for n in order]
+    def values(given: Mapping[str, Any]) -> list[Any]:
+        get = given.get
+        return [get(name, default) if process is None else process(get(name, default))
+                for name, default, process in steps]
 
-    return Compiled(str(compiled), params)
+    def named(given: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(zip(names, values(given), strict=True))
+
+    return Compiled(str(compiled), values if positional else named,
+                    _results(getattr(statement, "exported_columns", ()), dialect))
+
+
+class _Statements:
+    """The prebuilt statements compiled for one dialect, each on first use (an insert once
+    per set of columns given)."""
+
+    def __init__(self, dialect: Any) -> None:
+        self.dialect = dialect
+        self._compiled: dict[Any, Compiled] = {}
+
+    def get(self, statement: Any) -> Compiled:
+        compiled = self._compiled.get(statement)
+        if compiled is None:
+            compiled = self._compiled[statement] = compile_for_driver(statement, self.dialect)
+        return compiled
+
+    def insert(self, statement: Any, row: Mapping[str, Any]) -> Compiled:
+        key = (statement, *row)
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            compiled = self._compiled[key] = compile_for_driver(statement, self.dialect,
+                                                                list(row))
+        return compiled
 
 
 # -- the drivers ---------------------------------------------------------------------------
 
-class _Adapter:
-    """One driver connection, as the direct path uses it: ``rows`` and ``command`` (and for
-    SQLite ``many``), ``in_transaction``, and whether an error left it ``broken``."""
+class _DriverExecutor:
+    """One driver connection as an :class:`~chatkeep.store.executor.Executor`; each
+    driver says how it fetches, inserts many, runs a command, whether a transaction is
+    open and whether an error left the connection ``broken``."""
 
-    def __init__(self, db: Any) -> None:
+    __slots__ = ("db", "statements")
+
+    def __init__(self, db: Any, statements: _Statements) -> None:
         self.db = db
+        self.statements = statements
+
+    def rows(self, statement: Any, params: Mapping[str, Any]) -> Sequence[Row]:
+        compiled = self.statements.get(statement)
+        raws = self.fetch(compiled.sql, compiled.params(params))
+        results = compiled.results
+        return [_bound(results, raw) for raw in raws] if results else raws
+
+    def many(self, statement: Any, rows: Sequence[Mapping[str, Any]]) -> None:
+        compiled = self.statements.insert(statement, rows[0])
+        params = compiled.params
+        self.execute_many(compiled.sql, [params(row) for row in rows])
+
+    def fetch(self, sql: str, params: Any) -> list[Any]:
+        raise NotImplementedError
+
+    def execute_many(self, sql: str, rows: list[Any]) -> None:
+        raise NotImplementedError
+
+    def command(self, sql: str) -> None:
+        raise NotImplementedError
+
+    @property
+    def in_transaction(self) -> bool:
+        raise NotImplementedError
 
     def broken(self, error: Exception) -> bool:
         """Whether the connection is unusable after ``error`` (then the pool drops it,
@@ -147,51 +153,56 @@ class _Adapter:
         return False
 
 
-class _Pysqlite(_Adapter):
+class _Pysqlite(_DriverExecutor):
     """Statements straight to a ``sqlite3`` connection."""
 
+    __slots__ = ()
     db: sqlite3.Connection
 
     @property
     def in_transaction(self) -> bool:
         return self.db.in_transaction
 
-    def rows(self, sql: str, params: Any = ()) -> list[Any]:
+    def fetch(self, sql: str, params: Any) -> list[Any]:
         return self.db.execute(sql, params).fetchall()
 
     def command(self, sql: str) -> None:
         self.db.execute(sql)
 
-    def many(self, sql: str, rows: list[list[Any]]) -> None:
+    def execute_many(self, sql: str, rows: list[Any]) -> None:
         if len(rows) == 1:
             self.db.execute(sql, rows[0])
         else:
             self.db.executemany(sql, rows)
 
 
-class _Aiosqlite(_Adapter):
+class _Aiosqlite(_DriverExecutor):
     """Statements to an aiosqlite connection, awaited from inside the async bridge: one
     hop to its thread per statement (``execute_fetchall``), where SQLAlchemy's adapter
     makes four (cursor, execute, fetch, close)."""
+
+    __slots__ = ()
 
     @property
     def in_transaction(self) -> bool:
         return bool(self.db.in_transaction)
 
-    def rows(self, sql: str, params: Any = ()) -> list[Any]:
+    def fetch(self, sql: str, params: Any) -> list[Any]:
         return list(await_only(self.db.execute_fetchall(sql, params)))
 
     def command(self, sql: str) -> None:
         await_only(self.db.execute_fetchall(sql, ()))
 
-    def many(self, sql: str, rows: list[list[Any]]) -> None:
+    def execute_many(self, sql: str, rows: list[Any]) -> None:
         for row in rows:
             await_only(self.db.execute_fetchall(sql, row))
 
 
-class _Psycopg(_Adapter):
+class _Psycopg(_DriverExecutor):
     """Statements straight to a psycopg connection (autocommit: each its own
     transaction, unless a ``BEGIN`` opened one)."""
+
+    __slots__ = ()
 
     def broken(self, error: Exception) -> bool:
         return bool(self.db.closed or getattr(self.db, "broken", False))
@@ -203,12 +214,19 @@ class _Psycopg(_Adapter):
         return bool(self.db.info.transaction_status in (TransactionStatus.INTRANS,
                                                         TransactionStatus.INERROR))
 
-    def rows(self, sql: str, params: Any = ()) -> list[Any]:
+    def fetch(self, sql: str, params: Any) -> list[Any]:
         rows: list[Any] = self.db.execute(sql, params).fetchall()
         return rows
 
     def command(self, sql: str) -> None:
         self.db.execute(sql)
+
+    def execute_many(self, sql: str, rows: list[Any]) -> None:
+        if len(rows) == 1:
+            self.db.execute(sql, rows[0])
+        else:
+            with self.db.cursor() as cursor:
+                cursor.executemany(sql, rows)
 
 
 async def _fetch_all(db: Any, sql: str, params: Any) -> list[Any]:
@@ -218,21 +236,33 @@ async def _fetch_all(db: Any, sql: str, params: Any) -> list[Any]:
         return rows
 
 
+async def _execute_many(db: Any, sql: str, rows: list[Any]) -> None:
+    async with db.cursor() as cursor:
+        await cursor.executemany(sql, rows)
+
+
 class _AsyncPsycopg(_Psycopg):
     """Statements to psycopg's async connection, awaited from inside the bridge: one
     coroutine (execute and fetch) per statement."""
 
-    def rows(self, sql: str, params: Any = ()) -> list[Any]:
+    __slots__ = ()
+
+    def fetch(self, sql: str, params: Any) -> list[Any]:
         rows: list[Any] = await_only(_fetch_all(self.db, sql, params))
         return rows
 
     def command(self, sql: str) -> None:
         await_only(self.db.execute(sql))
 
+    def execute_many(self, sql: str, rows: list[Any]) -> None:
+        await_only(_execute_many(self.db, sql, rows))
 
-class _Asyncpg(_Adapter):
+
+class _Asyncpg(_DriverExecutor):
     """Statements to an asyncpg connection, awaited from inside the bridge: one coroutine
     per statement; asyncpg prepares each statement once per connection (its own cache)."""
+
+    __slots__ = ()
 
     def broken(self, error: Exception) -> bool:
         """Closed, a client-side error, or the server ending the session."""
@@ -245,100 +275,83 @@ class _Asyncpg(_Adapter):
     def in_transaction(self) -> bool:
         return bool(self.db.is_in_transaction())
 
-    def rows(self, sql: str, params: Any = ()) -> list[Any]:
+    def fetch(self, sql: str, params: Any) -> list[Any]:
         rows: list[Any] = await_only(self.db.fetch(sql, *params))
         return rows
 
     def command(self, sql: str) -> None:
         await_only(self.db.execute(sql))
 
+    def execute_many(self, sql: str, rows: list[Any]) -> None:
+        if len(rows) == 1:
+            await_only(self.db.execute(sql, *rows[0]))
+        else:
+            await_only(self.db.executemany(sql, rows))
 
-# -- what both backends share --------------------------------------------------------------
 
-class DirectPath:
-    """What both backends do the same way (the history read, the summary's
-    compare-and-set, the row conversions), and the connection that turns driver errors
-    into ``StoreError`` and drops a connection the error broke."""
+# -- the transports ------------------------------------------------------------------------
 
-    integrity_errors: type[Exception]
-    """The driver's integrity error: passed through, for the append to explain."""
-    database_errors: type[Exception] | tuple[type[Exception], ...]
+class DriverTransport:
+    """A :class:`~chatkeep.store.executor.Transport` whose executors are driver
+    connections from the engine's pool: driver errors become ``StoreError`` (integrity
+    errors pass through), and a connection an error broke is dropped."""
+
+    integrity_errors: tuple[type[Exception], ...]
+    """The driver's integrity error (and SQLAlchemy's, from the Core fallback)."""
+    database_errors: tuple[type[Exception], ...]
     """The driver's errors: raised as ``StoreError``."""
     write_begin = "BEGIN"
     """How a write transaction starts on this backend."""
-    adapter: type[_Adapter]
-    """The engine's driver, as the direct path uses it."""
+    read_begin: str | None = None
+    """How a read starts (``None``: each statement its own transaction)."""
+    driver: type[_DriverExecutor]
+    """The engine's driver, as an executor."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        dialect = engine.dialect
-        self.session_sql = compile_for_driver(SESSION_BY_ID, dialect)
-        self.all_live_sql = compile_for_driver(ALL_LIVE, dialect)
-        self.unsummarised_sql = compile_for_driver(UNSUMMARISED, dialect)
-        self.exists_sql = compile_for_driver(SESSION_EXISTS, dialect)
-        self.summary_sql = compile_for_driver(SET_SUMMARY, dialect)
-        self.session_results = _results(chat_sessions.columns, dialect)
-        self.message_results = _results(MESSAGE_COLUMNS, dialect)
+        self.dialect = engine.dialect.name
+        self.core = CoreTransport(engine)
+        self.statements = _Statements(engine.dialect)
 
     @property
     def usable(self) -> bool:
         """False while anything listens to the engine's statement events: those
-        listeners (tracing, tests) are owed every statement, so the Core path runs."""
+        listeners (tracing, tests) are owed every statement, so Core executors serve."""
         dispatch = self.engine.dispatch
         return not (dispatch.before_cursor_execute or dispatch.after_cursor_execute)
 
-    def appends(self, batch: Batch) -> bool:
-        """Whether this path writes ``batch`` (else the Core path does)."""
-        raise NotImplementedError
+    def transaction(self) -> AbstractContextManager[Executor]:
+        """A driver connection in a write transaction."""
+        return self._open(self.write_begin) if self.usable else self.core.transaction()
 
-    def append(self, session_id: str, batch: Batch,
-               now: datetime) -> tuple[list[Message], SessionRow]:
-        """``Repository.append_messages`` for a batch this path ``appends``."""
-        raise NotImplementedError
+    def autocommit(self) -> AbstractContextManager[Executor]:
+        """A driver connection, each statement its own transaction."""
+        return self._open(None) if self.usable else self.core.autocommit()
 
-    def read_history(self, session_id: str) -> tuple[SessionRow, list[Message],
-                                                      list[Message]]:
-        """``Repository.read_history``, the same statements as the Core path."""
-        with self._connection() as db:
-            return self._reading(db, lambda: self._read(db, session_id))
-
-    def set_summary(self, session_id: str, expected_version: int, summary: str,
-                    watermark: int) -> SessionRow | None:
-        """``Repository.compare_and_set_summary``: the same statement, in a transaction of
-        its own (a backend lost before the COMMIT leaves the summary as it was)."""
-        values = {"b_session_id": session_id, "b_expected": expected_version,
-                  "b_summary": summary, "b_watermark": watermark}
-        statement = self.summary_sql
-        with self._connection() as db:
-            found = self._in_transaction(
-                db, self.write_begin, lambda: db.rows(statement.sql, statement.params(values)))
-        return self.session(found[0]) if found else None
-
-    @staticmethod
-    def _in_transaction(db: Any, begin: str, work: Callable[[], T]) -> T:
-        db.command(begin)
-        try:
-            result = work()
-            db.command("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.command("ROLLBACK")
-            raise
-        return result
-
-    def _reading(self, db: Any, work: Callable[[], T]) -> T:
-        return work()
+    def reading(self) -> AbstractContextManager[Executor]:
+        """A driver connection for reads."""
+        return self._open(self.read_begin) if self.usable else self.core.reading()
 
     @contextmanager
-    def _connection(self) -> Iterator[Any]:
+    def _open(self, begin: str | None) -> Iterator[Executor]:
         ensure_started(self.engine)
         try:
             pooled = self.engine.raw_connection()
         except SQLAlchemyError as exc:
             raise store_error(exc) from exc
-        db = self.adapter(pooled.driver_connection)
+        db = self.driver(pooled.driver_connection, self.statements)
         try:
-            yield db
+            if begin is None:
+                yield db
+            else:
+                db.command(begin)
+                try:
+                    yield db
+                    db.command("COMMIT")
+                except BaseException:
+                    if db.in_transaction:
+                        db.command("ROLLBACK")
+                    raise
         except self.integrity_errors:
             raise
         except self.database_errors as exc:
@@ -352,69 +365,19 @@ class DirectPath:
         finally:
             pooled.close()
 
-    def session(self, raw: Sequence[Any]) -> SessionRow:
-        """A ``chat_sessions`` row as the driver returned it."""
-        results = self.session_results
-        return session_from_row(_bound(results, raw) if results else raw)
 
-    def _read(self, db: Any, session_id: str) -> tuple[SessionRow, list[Message],
-                                                       list[Message]]:
-        params: dict[str, Any] = {"b_session_id": session_id}
-        found = db.rows(self.session_sql.sql, self.session_sql.params(params))
-        if not found:
-            raise SessionNotFound(f"no session {session_id!r}")
-        row = self.session(found[0])
-        watermark = row.summary_watermark
-        statement = self.unsummarised_sql if watermark > 0 else self.all_live_sql
-        params["b_watermark"] = watermark
-        results = self.message_results
-        raws = db.rows(statement.sql, statement.params(params))
-        messages = [message_from_row(_bound(results, raw) if results else raw) for raw in raws]
-        return (row, *split_at(messages, watermark))
+class SqliteTransport(DriverTransport):
+    """SQLite files on pysqlite, or on aiosqlite (an append is ~0.1 ms of SQLite's own
+    work)."""
 
-    def _refuse(self, db: Any, session_id: str) -> NoReturn:
-        """No seq was claimed: say whether the session is missing or closed."""
-        exists = db.rows(self.exists_sql.sql, self.exists_sql.params(
-            {"b_session_id": session_id}))
-        refuse(session_id, exists=bool(exists))
-
-
-# -- SQLite --------------------------------------------------------------------------------
-
-_MESSAGE_FIELDS = ("session_id", "seq", "role", "content", "tool_calls", "tool_call_id", "name",
-                   "tokens", "created_at", "metadata", "native")
-_CALL_FIELDS = ("session_id", "call_id", "call_seq", "name")
-_USAGE_FIELDS = ("session_id", "tenant_type", "tenant_id", "tenant_id_int", "purpose", "model",
-                 "prompt_tokens", "completion_tokens", "created_at")
-_CALL_FOUND = "SELECT call_seq, result_seq FROM chat_tool_calls WHERE session_id = ? AND " \
-              "call_id = ?"
-
-
-class SqliteDirect(DirectPath):
-    """Every append (tool plumbing included) and the history read, on pysqlite or
-    aiosqlite, for SQLite files (an append is ~0.1 ms of SQLite's own work)."""
-
-    integrity_errors = sqlite3.IntegrityError
-    database_errors = sqlite3.Error
+    integrity_errors = (sqlite3.IntegrityError, IntegrityError)
+    database_errors = (sqlite3.Error,)
     write_begin = "BEGIN IMMEDIATE"
+    read_begin = "BEGIN"
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)
-        dialect = engine.dialect
-        self.adapter = _Pysqlite if dialect.driver == "pysqlite" else _Aiosqlite
-        quote = dialect.identifier_preparer.quote
-
-        def insert_sql(table: Any, names: Sequence[str]) -> tuple[str, _Processors]:
-            sql = (f"INSERT INTO {quote(table.name)} ({', '.join(quote(n) for n in names)}) "
-                   f"VALUES ({', '.join('?' for _ in names)})")
-            return sql, _processors([table.c[n].type.dialect_impl(dialect)
-                                     .bind_processor(dialect) for n in names])
-
-        self.message_sql, self.message_binds = insert_sql(chat_messages, _MESSAGE_FIELDS)
-        self.call_sql, self.call_binds = insert_sql(chat_tool_calls, _CALL_FIELDS)
-        self.usage_sql, self.usage_binds = insert_sql(chat_usage, _USAGE_FIELDS)
-        self.claim_sql = compile_for_driver(CLAIM_SEQ, dialect)
-        self.answer_sql = compile_for_driver(ANSWER_CALL, dialect)
+        self.driver = _Pysqlite if engine.dialect.driver == "pysqlite" else _Aiosqlite
 
     @staticmethod
     def serves(engine: Engine) -> bool:
@@ -423,100 +386,27 @@ class SqliteDirect(DirectPath):
         return engine.dialect.name == "sqlite" and engine.dialect.driver in ("pysqlite",
                                                                               "aiosqlite")
 
-    def appends(self, batch: Batch) -> bool:
-        """Every batch."""
-        return True
 
-    def append(self, session_id: str, batch: Batch,
-               now: datetime) -> tuple[list[Message], SessionRow]:
-        """The append in one ``BEGIN IMMEDIATE`` ... ``COMMIT``."""
-        try:
-            with self._connection() as db:
-                return self._in_transaction(
-                    db, self.write_begin, lambda: self._write(db, session_id, batch, now))
-        except sqlite3.IntegrityError as exc:
-            raise append_error(exc, batch) from None
-
-    def _reading(self, db: Any, work: Callable[[], T]) -> T:
-        return self._in_transaction(db, "BEGIN", work)
-
-    def _write(self, db: _Pysqlite | _Aiosqlite, session_id: str, batch: Batch,
-               now: datetime) -> tuple[list[Message], SessionRow]:
-        billed_tokens = sum(b.usage.total_tokens for _, _, b in batch if b is not None)
-        claimed = db.rows(self.claim_sql.sql, self.claim_sql.params({
-            "b_count": len(batch), "b_now": now, "b_billed": billed_tokens,
-            "b_session_id": session_id}))
-        if not claimed:
-            self._refuse(db, session_id)
-        session = self.session(claimed[0])
-        rows: list[list[Any]] = []
-        calls: list[list[Any]] = []
-        usages: list[list[Any]] = []
-        tenant = ref_values("tenant", session.tenant)
-        messages = new_messages(session, now, batch)
-        for message, (draft, tokens, billed) in zip(messages, batch, strict=True):
-            seq = message.seq
-            values = (session_id, seq, draft.role.value, draft.content,
-                      [c.to_openai() for c in draft.tool_calls] or None, draft.tool_call_id,
-                      draft.name, tokens, now, message.metadata, message.native or None)
-            rows.append(_bound(self.message_binds, values))
-            calls.extend(_bound(self.call_binds, (session_id, c.id, seq, c.name))
-                         for c in draft.tool_calls)
-            if billed is not None:
-                usages.append(_bound(self.usage_binds, (
-                    session_id, tenant["tenant_type"], tenant["tenant_id"],
-                    tenant["tenant_id_int"], billed.purpose, billed.model,
-                    billed.usage.prompt_tokens, billed.usage.completion_tokens, now)))
-        if calls:  # calls and answers first, as in the Core path
-            db.many(self.call_sql, calls)
-        for message in messages:
-            if message.role is Role.TOOL:
-                self._answer(db, session_id, message.tool_call_id, message.seq)
-        db.many(self.message_sql, rows)
-        if usages:
-            db.many(self.usage_sql, usages)
-        return messages, session
-
-    def _answer(self, db: _Pysqlite | _Aiosqlite, session_id: str, call_id: str | None,
-                seq: int) -> None:
-        if not call_id:
-            raise InvalidMessage("a tool message needs the tool_call_id it answers")
-        if db.rows(self.answer_sql.sql, self.answer_sql.params(
-                {"b_seq": seq, "b_session_id": session_id, "b_call_id": call_id})):
-            return
-        found = db.rows(_CALL_FOUND, (session_id, call_id))
-        row = found[0] if found else None
-        if row is None or row[0] >= seq:
-            raise InvalidMessage(
-                f"tool result for {call_id!r} has no matching earlier tool call in this session")
-        raise InvalidMessage(
-            f"tool call {call_id!r} was already answered by message seq {row[1]}")
-
-
-# -- PostgreSQL ----------------------------------------------------------------------------
-
-class PostgresDirect(DirectPath):
-    """A plain append (the one-statement append) and the history read, on psycopg (sync,
-    or async under the async API) or asyncpg (the async API's default), for an engine
-    whose connections autocommit."""
+class PostgresTransport(DriverTransport):
+    """PostgreSQL on psycopg (sync, or async under the async API) or asyncpg (the async
+    API's default), for an engine whose connections autocommit."""
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)
         if engine.dialect.driver == "asyncpg":
             import asyncpg
 
-            self.adapter = _Asyncpg
-            self.integrity_errors = asyncpg.IntegrityConstraintViolationError
+            self.driver = _Asyncpg
+            self.integrity_errors = (asyncpg.IntegrityConstraintViolationError,
+                                     IntegrityError)
             # a server's error, the client's (a closed connection), or the socket's
             self.database_errors = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
         else:
             import psycopg
 
-            self.adapter = _AsyncPsycopg if engine.dialect.is_async else _Psycopg
-            self.integrity_errors = psycopg.IntegrityError
-            self.database_errors = psycopg.Error
-        self.append_sql = {usage: compile_for_driver(statement, engine.dialect)
-                           for usage, statement in PG_APPEND.items()}
+            self.driver = _AsyncPsycopg if engine.dialect.is_async else _Psycopg
+            self.integrity_errors = (psycopg.IntegrityError, IntegrityError)
+            self.database_errors = (psycopg.Error,)
 
     @staticmethod
     def serves(engine: Engine) -> bool:
@@ -526,30 +416,11 @@ class PostgresDirect(DirectPath):
         return engine.dialect.name == "postgresql" \
             and engine.dialect.driver in ("psycopg", "asyncpg") and autocommits(engine)
 
-    def appends(self, batch: Batch) -> bool:
-        """A batch without tool plumbing."""
-        return plain(batch)
 
-    def append(self, session_id: str, batch: Batch,
-               now: datetime) -> tuple[list[Message], SessionRow]:
-        """The one-statement append: claim, insert, bill, in one autocommit statement."""
-        usage, values = pg_append_values(session_id, batch, now)
-        statement = self.append_sql[usage]
-        try:
-            with self._connection() as db:
-                found = db.rows(statement.sql, statement.params(values))
-                if not found:
-                    self._refuse(db, session_id)
-        except self.integrity_errors as exc:
-            raise append_error(exc, batch) from None
-        session = self.session(found[0])
-        return new_messages(session, now, batch), session
-
-
-def direct_path(engine: Engine) -> DirectPath | None:
-    """The direct path for ``engine``, or ``None`` when it has none (another driver, or
-    a PostgreSQL engine that does not autocommit: everything then takes the Core path)."""
-    for path in (SqliteDirect, PostgresDirect):
-        if path.serves(engine):
-            return path(engine)
+def driver_transport(engine: Engine) -> DriverTransport | None:
+    """The driver transport for ``engine``, or ``None`` when it has none (another driver,
+    or a PostgreSQL engine that does not autocommit: the Core transport serves it)."""
+    for transport in (SqliteTransport, PostgresTransport):
+        if transport.serves(engine):
+            return transport(engine)
     return None

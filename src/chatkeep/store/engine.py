@@ -7,7 +7,10 @@ transaction so two processes never deadlock upgrading a read lock to a write loc
 (reads begin deferred: a WAL snapshot that never waits for a writer). PostgreSQL:
 a connection that sat idle in the pool is pinged before use (``ping_when_idle``), so
 one killed under us (failover, ``pg_terminate_backend``) is replaced before the next
-call instead of failing it.
+call instead of failing it. Behind PgBouncer in transaction pooling mode, no driver may
+keep a statement prepared on the server: ``store.prepared_statements = false`` (or the
+URL's ``?prepared_statements=false``) turns that off on every driver
+(:func:`unprepared_connect_args`; docs/deploy/pgbouncer.md).
 
 Every way a URL can be unusable (not a URL, a database chatkeep does not run on, a
 driver that is not installed, an async driver, a SQLite file in a folder that does
@@ -25,10 +28,10 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError, NoSuchModuleError
 from sqlalchemy.pool import StaticPool
 
+from chatkeep.config import SQLITE_SYNCHRONOUS
 from chatkeep.errors import StoreError
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-SQLITE_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 READ_ONLY = "chatkeep_read_only"
 """Execution option of connections that only read: SQLite begins them deferred."""
 AUTOCOMMIT_BY_DEFAULT = "AUTOCOMMIT"
@@ -50,6 +53,55 @@ def autocommit_engine_options(kwargs: dict[str, Any]) -> None:
         kwargs.setdefault("pool_reset_on_return", None)
 
 _DRIVERS = {"postgresql": ('psycopg', 'pip install "chatkeep[postgres]"')}
+
+PREPARED_STATEMENTS = "prepared_statements"
+"""The URL query parameter saying whether the drivers may prepare statements on the server
+(``postgresql://app@pgbouncer:6432/chat?prepared_statements=false``): for that URL it wins
+over ``store.prepared_statements``. chatkeep takes it out of the URL (no driver knows it)."""
+_SWITCH = {"1": True, "true": True, "yes": True, "on": True,
+           "0": False, "false": False, "no": False, "off": False}
+
+
+def split_prepared_statements(parsed: URL) -> tuple[URL, bool | None]:
+    """``parsed`` without its ``prepared_statements`` query parameter, and the parameter's
+    value (``None`` when the URL has none); a value that is not a yes or no is a
+    ``StoreError`` naming the URL."""
+    if PREPARED_STATEMENTS not in parsed.query:
+        return parsed, None
+    raw = parsed.query[PREPARED_STATEMENTS]
+    value = _SWITCH.get(raw.strip().lower()) if isinstance(raw, str) else None
+    if value is None:
+        raise StoreError(f"{describe_url(parsed)}: {PREPARED_STATEMENTS} must be true or false "
+                         f"(1/0, yes/no, on/off), got {raw!r}")
+    return parsed.difference_update_query([PREPARED_STATEMENTS]), value
+
+
+def prepared_statements_in_force(parsed: URL, setting: object) -> tuple[URL, bool]:
+    """The URL for the driver and whether statements may be prepared on the server: the
+    URL's ``prepared_statements`` when it has one, else ``setting``
+    (``store.prepared_statements``; anything but a bool is a ``StoreError``)."""
+    if not isinstance(setting, bool):
+        raise StoreError(f"prepared_statements must be True or False, got {setting!r}")
+    parsed, from_url = split_prepared_statements(parsed)
+    return parsed, setting if from_url is None else from_url
+
+
+def unprepared_connect_args(driver: str, connect_args: dict[str, Any]) -> None:
+    """Fill in ``connect_args`` so that ``driver`` prepares nothing that outlives a
+    statement's own round trip (what PgBouncer in transaction mode needs): psycopg (sync or
+    async) never prepares (``prepare_threshold=None``); asyncpg caches no statement
+    (``statement_cache_size=0``: each is sent unnamed and parsed again with its Bind),
+    nor does SQLAlchemy's adapter over it (``prepared_statement_cache_size=0``), whose
+    statements stay unnamed (a ``prepared_statement_name_func`` is dropped: a named
+    statement is closed by a later call, which ends the transaction, so PgBouncer may run
+    its execution on another server, where it does not exist). These override what the
+    caller passed."""
+    if driver == "psycopg":
+        connect_args["prepare_threshold"] = None
+    elif driver == "asyncpg":
+        connect_args["statement_cache_size"] = 0
+        connect_args["prepared_statement_cache_size"] = 0
+        connect_args.pop("prepared_statement_name_func", None)
 
 
 def describe_url(url: str | URL) -> str:
@@ -125,10 +177,14 @@ def ping_when_idle(engine: Engine, idle_seconds: float = IDLE_PING_SECONDS) -> N
             raise DisconnectionError("connection failed its ping")
 
 
-def make_engine(url: str | URL, *, sqlite_synchronous: str = "FULL", **kwargs: Any) -> Engine:
+def make_engine(url: str | URL, *, sqlite_synchronous: str = "FULL",
+                prepared_statements: bool = True, **kwargs: Any) -> Engine:
     """Create an engine for ``url`` (``sqlite:///file.db`` or ``postgresql+psycopg://...``);
-    ``sqlite_synchronous`` is SQLite's durability level (``store.sqlite_synchronous``)."""
-    parsed = parse_url(url)
+    ``sqlite_synchronous`` is SQLite's durability level (``store.sqlite_synchronous``);
+    ``prepared_statements=False`` (``store.prepared_statements``, or the URL's
+    ``?prepared_statements=false``) keeps psycopg from preparing statements on the server,
+    for PgBouncer in transaction mode."""
+    parsed, prepare = prepared_statements_in_force(parse_url(url), prepared_statements)
     synchronous = str(sqlite_synchronous).upper()
     if synchronous not in SQLITE_SYNCHRONOUS:
         raise StoreError(f"sqlite_synchronous must be one of {', '.join(SQLITE_SYNCHRONOUS)}, "
@@ -138,6 +194,9 @@ def make_engine(url: str | URL, *, sqlite_synchronous: str = "FULL", **kwargs: A
             engine = _sqlite_engine(parsed, synchronous, **kwargs)
         else:
             autocommit_engine_options(kwargs)
+            if not prepare:
+                kwargs["connect_args"] = dict(kwargs.get("connect_args") or {})
+                unprepared_connect_args(parsed.get_driver_name(), kwargs["connect_args"])
             engine = create_engine(parsed, **kwargs)
             if not kwargs.get("pool_pre_ping"):
                 ping_when_idle(engine)

@@ -192,7 +192,8 @@ def _tenant_is(tenant: Ref) -> Any:
     return ref_filter(memories, "tenant", tenant)
 
 
-def _row(row: Any, score: float | None = None) -> MemoryRow:
+def memory_row(row: Any, score: float | None = None) -> MemoryRow:
+    """A ``memories`` result row as a ``MemoryRow`` (the store's reads, and the inspector's)."""
     m = row._mapping
     tenant = Ref.from_columns(m["tenant_type"], m["tenant_id"], m["tenant_id_int"])
     assert tenant is not None
@@ -240,7 +241,7 @@ class MemoryStore:
         with reading(self.engine) as conn:
             if conn.dialect.name not in ("sqlite", "postgresql"):
                 raise NotImplementedError(f"no text search for {conn.dialect.name}")
-            return [_row(r, float(r._mapping[score_label])) for r in conn.execute(query)]
+            return [memory_row(r, float(r._mapping[score_label])) for r in conn.execute(query)]
 
     def _text_query(self, terms: Sequence[str]) -> tuple[Select[Any], str]:
         dialect = self.engine.dialect.name
@@ -268,7 +269,7 @@ class MemoryStore:
             query = query.where(memories.c.id.not_in(list(exclude)))
         query = query.order_by(memories.c.updated_at.desc(), memories.c.id.desc()).limit(limit)
         with reading(self.engine) as conn:
-            return [_row(r) for r in conn.execute(query)]
+            return [memory_row(r) for r in conn.execute(query)]
 
     def find_live(self, tenant: Ref, scope_key: str, content_key: str) -> MemoryRow | None:
         """The live memory with this normalised text in this scope, if any."""
@@ -276,7 +277,7 @@ class MemoryStore:
                                        memories.c.content_key == content_key)
         with reading(self.engine) as conn:
             row = conn.execute(query).first()
-        return _row(row) if row is not None else None
+        return memory_row(row) if row is not None else None
 
     def find_known(self, tenant: Ref, scope_key: str, content_key: str, session_id: str,
                    after_seq: int) -> MemoryRow | None:
@@ -292,7 +293,7 @@ class MemoryStore:
                  .order_by(memories.c.superseded_by.is_(None).desc()).limit(1))
         with reading(self.engine) as conn:
             row = conn.execute(query).first()
-        return _row(row) if row is not None else None
+        return memory_row(row) if row is not None else None
 
     def list_memories(self, tenant: Ref, *, scope: str | None = None, actor: Ref | None = None,
              subject: Ref | None = None, include_superseded: bool = False,
@@ -311,7 +312,7 @@ class MemoryStore:
             query = query.where(memories.c.superseded_by.is_(None))
         query = query.order_by(memories.c.updated_at.desc(), memories.c.id.desc()).limit(limit)
         with reading(self.engine) as conn:
-            return [_row(r) for r in conn.execute(query)]
+            return [memory_row(r) for r in conn.execute(query)]
 
     def count(self, tenant: Ref | None = None, *, live_only: bool = False) -> int:
         """Number of memory rows (all tenants when ``tenant`` is ``None``)."""
@@ -426,7 +427,7 @@ class MemoryStore:
         query = (select(memories).where(memories.c.id > after_id, self._missing(model))
                  .order_by(memories.c.id).limit(limit))
         with reading(self.engine) as conn:
-            return [_row(r) for r in conn.execute(query)]
+            return [memory_row(r) for r in conn.execute(query)]
 
     def vector_status(self, model: str, tenant: Ref | None = None) -> VectorStatus:
         """Live memories with and without a vector of ``model`` (one tenant or all)."""
@@ -469,7 +470,7 @@ class MemoryStore:
                 # from a crowd of another tenant's): fewer than asked means the scope may
                 # hold more, so rank it exactly.
                 rows = conn.execute(self._pg_nearest(schema, dim, exact=True), values).all()
-            return [_row(r, 1.0 - float(r._mapping["distance"])) for r in rows]
+            return [memory_row(r, 1.0 - float(r._mapping["distance"])) for r in rows]
 
     def _pg_nearest(self, schema: str, dim: int, *, exact: bool) -> Select[Any]:
         """The scope's nearest vectors of one dimension, tenant, scopes, model, query vector
@@ -523,7 +524,7 @@ class MemoryStore:
             ranked = _rank_exact(cached[1], cached[2], unit, limit)
             rows = conn.execute(_BY_IDS, {"ids": [i for i, _ in ranked]}).all()
         by_id = {int(r._mapping["id"]): r for r in rows}
-        return [_row(by_id[i], score) for i, score in ranked if i in by_id]
+        return [memory_row(by_id[i], score) for i, score in ranked if i in by_id]
 
     def _generation(self, conn: Connection, tenant: Ref) -> int | None:
         """The tenant's stamp (``None``: no write since the stamps began, or a database not

@@ -1,39 +1,42 @@
-"""The repository: the only code in chatkeep that issues SQL.
+"""The repository: sessions, messages, tool calls and usage in SQL.
 
 Every write is one short transaction. Ordering and concurrency are settled by
 the database: a message's ``seq`` comes from an ``UPDATE ... RETURNING`` on the
 session row (a row lock on PostgreSQL, the write lock on SQLite), so it is
 gapless and never duplicated; the summary is written with compare-and-set on
-``summary_version``. No in-process lock is relied on. A turn's append and read go
-to the driver directly where that path serves (:mod:`chatkeep.store.direct`).
+``summary_version``. No in-process lock is relied on. A turn's append, its history
+read and a fold's write are procedures (:mod:`chatkeep.store.procedures`) run on the
+transport picked for the engine: its driver itself where that serves
+(:mod:`chatkeep.store.direct`), else SQLAlchemy Core.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any, NoReturn
+from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from chatkeep.errors import InvalidArgument, InvalidMessage, SessionNotFound
-from chatkeep.messages import Message, MessageDraft, Role, ToolCall
+from chatkeep.messages import Message, Role
 from chatkeep.refs import Ref
-from chatkeep.store.connections import autocommit, reading, transaction
-from chatkeep.store.direct import DirectPath, direct_path
+from chatkeep.store import procedures
+from chatkeep.store.connections import reading, transaction
+from chatkeep.store.direct import driver_transport
+from chatkeep.store.executor import CoreExecutor, CoreTransport, Transport
+from chatkeep.store.procedures import Batch, append_error, usage_values
 from chatkeep.store.rows import (
     BilledUsage,
     SessionRow,
     UsageLine,
     as_utc,
     message_from_row,
-    new_messages,
     new_session_id,
     session_from_row,
-    split_at,
     utcnow,
 )
 from chatkeep.store.schema import (
@@ -45,43 +48,16 @@ from chatkeep.store.schema import (
     ref_values,
 )
 from chatkeep.store.statements import (
-    ALL_LIVE,
-    ANSWER_CALL,
-    CLAIM_SEQ,
     INSERT_KEYED_SESSION,
-    INSERT_MESSAGE,
     INSERT_SESSION,
-    INSERT_TOOL_CALL,
     INSERT_USAGE,
     LIVE,
     MESSAGE_COLUMNS,
-    PG_APPEND,
     SESSION_BY_ID,
     SESSION_BY_KEY,
-    SESSION_EXISTS,
-    SET_SUMMARY,
-    UNSUMMARISED,
-    Batch,
-    append_error,
-    pg_append_values,
-    plain,
-    refuse,
 )
 
 __all__ = ["BilledUsage", "Repository", "SessionRow", "UsageLine", "as_utc", "utcnow"]
-
-
-def _refuse_append(conn: Connection, session_id: str) -> NoReturn:
-    """Why no seq could be claimed: the session is missing or closed."""
-    refuse(session_id, exists=conn.execute(
-        SESSION_EXISTS, {"b_session_id": session_id}).first() is not None)
-
-
-def _usage_values(session: SessionRow, billed: BilledUsage, now: datetime) -> dict[str, Any]:
-    return {"session_id": session.id, **ref_values("tenant", session.tenant),
-            "purpose": billed.purpose, "model": billed.model,
-            "prompt_tokens": billed.usage.prompt_tokens,
-            "completion_tokens": billed.usage.completion_tokens, "created_at": now}
 
 
 class Repository:
@@ -90,13 +66,7 @@ class Repository:
     def __init__(self, engine: Engine, clock: Callable[[], datetime] = utcnow) -> None:
         self.engine = engine
         self.clock = clock
-        self._direct: DirectPath | None = direct_path(engine)
-
-    def _driver_path(self) -> DirectPath | None:
-        """The direct driver path, when this engine has one and nothing listens to its
-        statement events (else every statement takes the Core path)."""
-        direct = self._direct
-        return direct if direct is not None and direct.usable else None
+        self._transport: Transport = driver_transport(engine) or CoreTransport(engine)
 
     # -- schema --------------------------------------------------------------------------
 
@@ -160,6 +130,19 @@ class Repository:
                                                 "b_key": key}).first()
         return None if row is None else session_from_row(row)
 
+    def session_ids_starting(self, prefix: str, tenant: Ref | None = None, *,
+                             limit: int = 2) -> list[str]:
+        """Up to ``limit`` ids that start with ``prefix`` (of ``tenant``'s sessions when
+        given): how the CLI accepts a short id, and tells an ambiguous one."""
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        query = select(chat_sessions.c.id).where(
+            chat_sessions.c.id.like(f"{escaped}%", escape="\\"))
+        if tenant is not None:
+            query = query.where(ref_filter(chat_sessions, "tenant", tenant))
+        with self.reading() as conn:
+            return [str(i) for i in conn.scalars(query.order_by(chat_sessions.c.id)
+                                                 .limit(limit))]
+
     def create_session_with_messages(
         self, tenant: Ref, actor: Ref | None, subject: Ref | None,
         batch: Batch, *,
@@ -175,7 +158,8 @@ class Repository:
                 created = self._insert_session(conn, tenant, actor, subject, title=title,
                                                anonymize_pii=anonymize_pii,
                                                pii_protected=pii_protected, metadata=metadata)
-                return self._append(conn, created.id, batch)
+                return procedures.append_in(CoreExecutor(conn), created.id, batch,
+                                            self.clock())
         except IntegrityError as exc:
             raise append_error(exc, batch) from None
 
@@ -252,18 +236,6 @@ class Repository:
 
     # -- messages ------------------------------------------------------------------------
 
-    def append_message(self, session_id: str, role: Role, content: str | None, *,
-                       tool_calls: Sequence[ToolCall] = (), tool_call_id: str | None = None,
-                       name: str | None = None, tokens: int | None = None,
-                       metadata: dict[str, Any] | None = None,
-                       billed: BilledUsage | None = None) -> tuple[Message, SessionRow]:
-        """Append one message (and its tool calls and usage) atomically; returns it and
-        the session as it stands after the write."""
-        draft = MessageDraft(role, content, tuple(tool_calls), tool_call_id, name,
-                             metadata=metadata or {})
-        messages, session = self.append_messages(session_id, [(draft, tokens, billed)])
-        return messages[0], session
-
     def append_messages(self, session_id: str,
                         batch: Batch) -> tuple[list[Message], SessionRow]:
         """Append a batch of messages in one transaction: all of them, with consecutive
@@ -273,105 +245,10 @@ class Repository:
         The hot path of every ``add_*``: prebuilt statements (no per-call SQL construction),
         one ``UPDATE ... RETURNING`` for the seq range, one insert for the messages, one for
         their tool calls and one ``UPDATE ... RETURNING`` per tool result; on PostgreSQL a
-        batch without tool plumbing is one statement. Where the direct path serves, the
-        same statements go straight to the driver (:mod:`chatkeep.store.direct`)."""
+        batch without tool plumbing is one statement (:func:`procedures.append`)."""
         if not batch:
             raise InvalidMessage("nothing to append: the batch is empty")
-        direct = self._driver_path()
-        if direct is not None and direct.appends(batch):
-            return direct.append(session_id, batch, self.clock())
-        if self.engine.dialect.name == "postgresql" and plain(batch):
-            return self._append_in_one_statement(session_id, batch)
-        try:
-            with self.transaction() as conn:
-                return self._append(conn, session_id, batch)
-        except IntegrityError as exc:
-            raise append_error(exc, batch) from None
-
-    def _append(self, conn: Connection, session_id: str,
-                batch: Batch,
-                ) -> tuple[list[Message], SessionRow]:
-        now = self.clock()
-        billed_tokens = sum(b.usage.total_tokens for _, _, b in batch if b is not None)
-        session = self._claim_seq(conn, session_id, now, billed_tokens, len(batch))
-        rows: list[dict[str, Any]] = []
-        calls: list[dict[str, Any]] = []
-        usages: list[dict[str, Any]] = []
-        messages = new_messages(session, now, batch)
-        for message, (draft, tokens, billed) in zip(messages, batch, strict=True):
-            seq = message.seq
-            rows.append({
-                "session_id": session_id, "seq": seq, "role": draft.role.value,
-                "content": draft.content,
-                "tool_calls": [c.to_openai() for c in draft.tool_calls] or None,
-                "tool_call_id": draft.tool_call_id, "name": draft.name, "tokens": tokens,
-                "created_at": now, "metadata": message.metadata,
-                "native": message.native or None,
-            })
-            calls.extend({"session_id": session_id, "call_id": c.id, "call_seq": seq,
-                          "name": c.name, "result_seq": None} for c in draft.tool_calls)
-            if billed is not None:
-                usages.append(_usage_values(session, billed, now))
-        # Calls and answers first: a refused answer or a reused call id then fails before
-        # anything takes a sequence value (PostgreSQL does not give those back).
-        if calls:
-            conn.execute(INSERT_TOOL_CALL, calls)
-        for message in messages:
-            if message.role is Role.TOOL:
-                self._answer_tool_call(conn, session_id, message.tool_call_id, message.seq)
-        conn.execute(INSERT_MESSAGE, rows)
-        if usages:
-            conn.execute(INSERT_USAGE, usages)
-        return messages, session
-
-    def _append_in_one_statement(
-        self, session_id: str,
-        batch: Batch,
-    ) -> tuple[list[Message], SessionRow]:
-        """PostgreSQL, a batch without tool plumbing: claim the seq range, insert the
-        messages and their usage in one statement (data-modifying CTEs), which is its own
-        transaction: one round trip instead of BEGIN, UPDATE, INSERT(s) and COMMIT."""
-        now = self.clock()
-        usage, values = pg_append_values(session_id, batch, now)
-        try:
-            with autocommit(self.engine) as conn:
-                row = conn.execute(PG_APPEND[usage], values).first()
-                if row is None:
-                    _refuse_append(conn, session_id)
-        except IntegrityError as exc:
-            raise append_error(exc, batch) from None
-        session = session_from_row(row)
-        return new_messages(session, now, batch), session
-
-    def _claim_seq(self, conn: Connection, session_id: str, now: datetime,
-                   billed_tokens: int, count: int = 1) -> SessionRow:
-        """Take the next ``count`` seq values (the row lock orders concurrent appenders);
-        returns the session row as the update left it (``last_seq`` = the last one taken)."""
-        row = conn.execute(CLAIM_SEQ, {"b_session_id": session_id, "b_count": count,
-                                        "b_now": now, "b_billed": billed_tokens}).first()
-        if row is None:
-            _refuse_append(conn, session_id)
-        return session_from_row(row)
-
-    def _answer_tool_call(self, conn: Connection, session_id: str, call_id: str | None,
-                          seq: int) -> None:
-        """Mark the call answered by ``seq``: one ``UPDATE ... RETURNING`` on the happy
-        path; only a refused answer reads the call again to say why."""
-        if not call_id:
-            raise InvalidMessage("a tool message needs the tool_call_id it answers")
-        answered = conn.execute(ANSWER_CALL, {"b_session_id": session_id,
-                                               "b_call_id": call_id, "b_seq": seq}).first()
-        if answered is not None:
-            return
-        row = conn.execute(
-            select(chat_tool_calls.c.call_seq, chat_tool_calls.c.result_seq).where(
-                chat_tool_calls.c.session_id == session_id, chat_tool_calls.c.call_id == call_id)
-        ).first()
-        if row is None or row[0] >= seq:
-            raise InvalidMessage(
-                f"tool result for {call_id!r} has no matching earlier tool call in this session")
-        raise InvalidMessage(
-            f"tool call {call_id!r} was already answered by message seq {row[1]}")
+        return procedures.append(self._transport, session_id, batch, self.clock)
 
     def read_messages(self, session_id: str, *, after_seq: int = 0,
                       through_seq: int | None = None, limit: int | None = None,
@@ -395,21 +272,8 @@ class Repository:
         """What ``build_history`` reads, on one connection: the session row, then its
         system messages at or below the summary watermark (pinned instructions, a partial
         index) and every live message after it (an index range), so cost follows the
-        tail, not the session's length. (The watermark goes to the second statement as a
-        value, not joined from the row: then the planner knows how few rows follow it
-        and walks the index even in a table one long session dominates.)"""
-        direct = self._driver_path()
-        if direct is not None:
-            return direct.read_history(session_id)
-        with self.reading() as conn:
-            row = self._load_session(conn, session_id, None)
-            return (row, *self._read_unsummarised(conn, session_id, row.summary_watermark))
-
-    def _read_unsummarised(self, conn: Connection, session_id: str,
-                           watermark: int) -> tuple[list[Message], list[Message]]:
-        query = UNSUMMARISED if watermark > 0 else ALL_LIVE
-        rows = conn.execute(query, {"b_session_id": session_id, "b_watermark": watermark})
-        return split_at([message_from_row(r) for r in rows], watermark)
+        tail, not the session's length (:func:`procedures.read_history`)."""
+        return procedures.read_history(self._transport, session_id)
 
     # -- retraction ----------------------------------------------------------------------
 
@@ -483,12 +347,8 @@ class Repository:
             if row is None:
                 raise SessionNotFound(f"no session {session_id!r}")
             session = session_from_row(row)
-            self._insert_usage(conn, session, billed, now)
+            conn.execute(INSERT_USAGE, usage_values(session, billed, now))
             return session
-
-    def _insert_usage(self, conn: Connection, session: SessionRow, billed: BilledUsage,
-                      now: datetime) -> None:
-        conn.execute(INSERT_USAGE, _usage_values(session, billed, now))
 
     def usage_report(self, tenant: Ref | None = None, *, since: datetime | None = None,
                      until: datetime | None = None) -> list[UsageLine]:
@@ -530,14 +390,8 @@ class Repository:
 
         Returns the new row, or ``None`` when the race was lost (the caller re-reads).
         """
-        direct = self._driver_path()
-        if direct is not None:
-            return direct.set_summary(session_id, expected_version, summary, watermark)
-        with self.transaction() as conn:
-            result = conn.execute(SET_SUMMARY, {
-                "b_session_id": session_id, "b_expected": expected_version,
-                "b_summary": summary, "b_watermark": watermark}).first()
-            return None if result is None else session_from_row(result)
+        return procedures.set_summary(self._transport, session_id, expected_version,
+                                      summary, watermark)
 
     # -- PII vault -----------------------------------------------------------------------
 

@@ -1,16 +1,15 @@
-"""The statements of the hot path, built once, and what a refused append means.
+"""The statements of the hot path, built once.
 
 Built once at import: a call then pays for parameter binding only (building a statement
-per call cost more than SQLite's own work). The repository runs them through
-SQLAlchemy; the direct driver paths (:mod:`chatkeep.store.direct`) compile these same
-objects for their driver, so no statement exists twice.
+per call cost more than SQLite's own work). The repository and its procedures
+(:mod:`chatkeep.store.procedures`) run these objects through SQLAlchemy, or the driver
+executor (:mod:`chatkeep.store.direct`) compiles them for the driver itself, so no
+statement exists twice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
-from typing import Any, NoReturn
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -29,21 +28,9 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import IntegrityError
 
-from chatkeep.errors import (
-    ChatkeepError,
-    InvalidMessage,
-    SessionClosed,
-    SessionNotFound,
-    StoreError,
-)
-from chatkeep.messages import MessageDraft, Role
-from chatkeep.store.rows import MESSAGE_FIELDS, BilledUsage
+from chatkeep.store.rows import MESSAGE_FIELDS
 from chatkeep.store.schema import TS, chat_messages, chat_sessions, chat_tool_calls, chat_usage
-
-Batch = Sequence[tuple[MessageDraft, int | None, BilledUsage | None]]
-"""An append's messages: each draft, its token count and the usage to bill with it."""
 
 _M = chat_messages.c
 _S = chat_sessions.c
@@ -112,16 +99,15 @@ ANSWER_CALL = (
     .values(result_seq=bindparam("b_seq", type_=Integer()))
     .returning(chat_tool_calls.c.call_id)
 )
+CALL_FOUND = select(chat_tool_calls.c.call_seq, chat_tool_calls.c.result_seq).where(
+    chat_tool_calls.c.session_id == bindparam("b_session_id"),
+    chat_tool_calls.c.call_id == bindparam("b_call_id"))
+"""Asked only after a refused answer: no such earlier call, or answered already?"""
 SESSION_EXISTS = select(_S.id).where(_S.id == bindparam("b_session_id"))
 """Asked only after a refused claim: missing, or closed?"""
 
 
 # -- PostgreSQL's one-statement append ---------------------------------------------------
-
-def plain(batch: Batch) -> bool:
-    """No tool calls and no tool results: nothing to check against ``chat_tool_calls``."""
-    return all(not draft.tool_calls and draft.role is not Role.TOOL for draft, _, _ in batch)
-
 
 def _pg_append(with_usage: bool) -> Select[Any]:
     """``CLAIM_SEQ`` as a CTE, the messages (and usage rows) inserted from JSON recordsets
@@ -158,43 +144,3 @@ def _pg_append(with_usage: bool) -> Select[Any]:
 
 PG_APPEND = {False: _pg_append(False), True: _pg_append(True)}
 """The one-statement append, without and with usage rows."""
-
-
-def pg_append_values(session_id: str, batch: Batch, now: datetime) -> tuple[bool, dict[str, Any]]:
-    """Which ``PG_APPEND`` statement a plain batch takes (with usage or not), and its
-    values: a PostgreSQL append is one statement, its own transaction."""
-    rows = [{"k": k, "role": draft.role.value, "content": draft.content,
-             "tool_call_id": draft.tool_call_id, "name": draft.name, "tokens": tokens,
-             "metadata": dict(draft.metadata), "native": dict(draft.native) or None}
-            for k, (draft, tokens, _) in enumerate(batch, start=1)]
-    usages = [{"purpose": b.purpose, "model": b.model,
-               "prompt_tokens": b.usage.prompt_tokens,
-               "completion_tokens": b.usage.completion_tokens}
-              for _, _, b in batch if b is not None]
-    values: dict[str, Any] = {
-        "b_session_id": session_id, "b_count": len(batch), "b_now": now,
-        "b_billed": sum(b.usage.total_tokens for _, _, b in batch if b is not None),
-        "b_rows": rows}
-    if usages:
-        values["b_usages"] = usages
-    return bool(usages), values
-
-
-# -- what a refused append means ---------------------------------------------------------
-
-def refuse(session_id: str, *, exists: bool) -> NoReturn:
-    """An append refused: the session is missing, or (it exists) closed."""
-    if not exists:
-        raise SessionNotFound(f"no session {session_id!r}")
-    raise SessionClosed(f"session {session_id!r} is closed")
-
-
-def append_error(exc: Exception, batch: Batch) -> ChatkeepError:
-    """What an integrity error in an append means (SQLAlchemy's, or a driver's): a reused
-    tool-call id, or a store failure."""
-    orig = exc.orig if isinstance(exc, IntegrityError) else exc
-    calls = [c.id for d, _, _ in batch for c in d.tool_calls]
-    if calls and "tool_calls" in str(orig):
-        return InvalidMessage(f"a tool call id in {calls} is already used in this session")
-    return StoreError(f"could not append message: {orig}")
-

@@ -50,7 +50,10 @@ class LoopThread:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=120)
 
     def close(self) -> None:
-        """Stop the loop and its thread."""
+        """End the loop as ``asyncio.run`` does (its async generators shut down), then stop
+        it and its thread."""
+        asyncio.run_coroutine_threadsafe(self.loop.shutdown_asyncgens(), self.loop).result(
+            timeout=120)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)
         self.loop.close()
@@ -182,7 +185,7 @@ class SyncOverAsync:
         if isinstance(value, AsyncChatSession):
             return _SyncSession(self, value, value.core)
         if isinstance(value, ChatSession):
-            return self.wrap(AsyncChatSession(self.twin, value))
+            return self.wrap(AsyncChatSession(value, self.twin._bridge))
         sessions = (AsyncChatSession, ChatSession)
         if type(value) is list and any(isinstance(v, sessions) for v in value):
             return [self.wrap(v) for v in value]

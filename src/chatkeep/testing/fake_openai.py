@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
-from chatkeep.memory.embeddings import Embedder, HashEmbedder
+from chatkeep.memory.embedders import Embedder, HashEmbedder
 from chatkeep.testing import wire_rules
 
 _log = logging.getLogger(__name__)
@@ -122,6 +122,9 @@ class FakeServerBase:
         self.requests: list[dict[str, Any]] = []
         self.raw_requests: list[bytes] = []
         self.rejected: list[str] = []
+        self.trickle = 0.0
+        """Seconds between the bytes of every JSON body sent (0: all at once): a server
+        that is never silent for a whole read timeout, yet never done."""
         self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -230,7 +233,13 @@ class FakeServerBase:
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(answer.body)))
                     self.end_headers()
-                    self.wfile.write(answer.body)
+                    if not server.trickle:
+                        self.wfile.write(answer.body)
+                        return
+                    for i in range(len(answer.body)):
+                        self.wfile.write(answer.body[i:i + 1])
+                        self.wfile.flush()
+                        time.sleep(server.trickle)
                     return
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Cache-Control", "no-cache")

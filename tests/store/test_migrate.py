@@ -1,4 +1,5 @@
-"""Shipped migrations: up from empty matches the table definitions; down removes them."""
+"""Shipped migrations (``chatkeep.store.migrate``): up from empty matches the table
+definitions; down removes them."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def test_chatkeep_bootstraps_then_leaves_a_current_schema_alone(db_url: str) -> 
     session.add_user("kept across restarts")
     keep.close()
     again = Chatkeep(db_url)
-    assert [m.content for m in again.sessions.get(session.id).messages] == ["kept across restarts"]
+    assert [m.content for m in again.sessions.get_unscoped(session.id).messages] == [
+        "kept across restarts"]
     again.close()
 
 
@@ -113,7 +115,7 @@ def test_each_migration_steps_down_and_up_keeping_the_data(db_url: str) -> None:
     assert "memories" not in tables and "chat_messages" in tables
     migrate.upgrade(engine)
     keep = Chatkeep(db_url)
-    assert [m.content for m in keep.sessions.get(session.id).messages] == [
+    assert [m.content for m in keep.sessions.get_unscoped(session.id).messages] == [
         "survives schema changes"]
     keep.close()
     engine.dispose()
@@ -150,8 +152,8 @@ def test_0008_marks_the_sessions_that_already_redacted_as_protected(db_url: str)
         "chat_sessions")}
     migrate.upgrade(engine)
     keep = Chatkeep(db_url, create_schema=False)
-    assert keep.sessions.get("with-vault").row.pii_protected
-    assert not keep.sessions.get("without").row.pii_protected
+    assert keep.sessions.get_unscoped("with-vault").row.pii_protected
+    assert not keep.sessions.get_unscoped("without").row.pii_protected
     keep.close()
     engine.dispose()
 

@@ -1,0 +1,224 @@
+"""The store's hot procedures, each written once over an executor
+(:mod:`chatkeep.store.executor`): a batch append (claiming its seqs, answering tool
+calls, billing usage, refusing a closed or missing session), the history read, and the
+summary's compare-and-set. Whether their statements go through SQLAlchemy or straight to
+the driver is the transport's business; what they mean is decided here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, NoReturn
+
+from sqlalchemy.exc import IntegrityError
+
+from chatkeep.errors import (
+    ChatkeepError,
+    InvalidMessage,
+    SessionClosed,
+    SessionNotFound,
+    StoreError,
+)
+from chatkeep.messages import Message, MessageDraft, Role
+from chatkeep.store.executor import Executor, Transport
+from chatkeep.store.rows import (
+    BilledUsage,
+    SessionRow,
+    message_from_row,
+    new_messages,
+    session_from_row,
+    split_at,
+)
+from chatkeep.store.schema import ref_values
+from chatkeep.store.statements import (
+    ALL_LIVE,
+    ANSWER_CALL,
+    CALL_FOUND,
+    CLAIM_SEQ,
+    INSERT_MESSAGE,
+    INSERT_TOOL_CALL,
+    INSERT_USAGE,
+    PG_APPEND,
+    SESSION_BY_ID,
+    SESSION_EXISTS,
+    SET_SUMMARY,
+    UNSUMMARISED,
+)
+
+Batch = Sequence[tuple[MessageDraft, int | None, BilledUsage | None]]
+"""An append's messages: each draft, its token count and the usage to bill with it."""
+
+Appended = tuple[list[Message], SessionRow]
+"""The messages an append wrote, and the session row after it."""
+
+
+# -- the append ----------------------------------------------------------------------------
+
+def append(transport: Transport, session_id: str, batch: Batch,
+           clock: Callable[[], datetime]) -> Appended:
+    """Append ``batch`` (not empty) atomically: all of it, with consecutive seqs, its
+    tool calls and its usage, or nothing. On PostgreSQL a batch without tool plumbing is
+    one statement, its own transaction (one round trip); anything else is one
+    transaction, its clock read once it began."""
+    try:
+        if transport.dialect == "postgresql" and plain(batch):
+            with transport.autocommit() as ex:
+                return _append_in_one_statement(ex, session_id, batch, clock())
+        with transport.transaction() as ex:
+            return append_in(ex, session_id, batch, clock())
+    except transport.integrity_errors as exc:
+        raise append_error(exc, batch) from None
+
+
+def append_in(ex: Executor, session_id: str, batch: Batch, now: datetime) -> Appended:
+    """The append's statements inside the caller's transaction (integrity errors pass
+    through: :func:`append_error` says what they mean). Calls and answers go first: a
+    refused answer or a reused call id then fails before anything takes a sequence
+    value (PostgreSQL does not give those back)."""
+    billed_tokens = sum(b.usage.total_tokens for _, _, b in batch if b is not None)
+    claimed = ex.rows(CLAIM_SEQ, {"b_session_id": session_id, "b_count": len(batch),
+                                  "b_now": now, "b_billed": billed_tokens})
+    if not claimed:
+        _refuse(ex, session_id)
+    session = session_from_row(claimed[0])
+    rows: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    usages: list[dict[str, Any]] = []
+    messages = new_messages(session, now, batch)
+    for message, (draft, tokens, billed) in zip(messages, batch, strict=True):
+        seq = message.seq
+        rows.append({
+            "session_id": session_id, "seq": seq, "role": draft.role.value,
+            "content": draft.content,
+            "tool_calls": [c.to_openai() for c in draft.tool_calls] or None,
+            "tool_call_id": draft.tool_call_id, "name": draft.name, "tokens": tokens,
+            "created_at": now, "metadata": message.metadata,
+            "native": message.native or None,
+        })
+        calls.extend({"session_id": session_id, "call_id": c.id, "call_seq": seq,
+                      "name": c.name, "result_seq": None} for c in draft.tool_calls)
+        if billed is not None:
+            usages.append(usage_values(session, billed, now))
+    if calls:
+        ex.many(INSERT_TOOL_CALL, calls)
+    for message in messages:
+        if message.role is Role.TOOL:
+            _answer_tool_call(ex, session_id, message.tool_call_id, message.seq)
+    ex.many(INSERT_MESSAGE, rows)
+    if usages:
+        ex.many(INSERT_USAGE, usages)
+    return messages, session
+
+
+def _append_in_one_statement(ex: Executor, session_id: str, batch: Batch,
+                             now: datetime) -> Appended:
+    """PostgreSQL, a batch without tool plumbing: claim the seq range, insert the messages
+    and their usage in one statement (data-modifying CTEs), instead of BEGIN, UPDATE,
+    INSERT(s) and COMMIT."""
+    usage, values = pg_append_values(session_id, batch, now)
+    claimed = ex.rows(PG_APPEND[usage], values)
+    if not claimed:
+        _refuse(ex, session_id)
+    session = session_from_row(claimed[0])
+    return new_messages(session, now, batch), session
+
+
+def _answer_tool_call(ex: Executor, session_id: str, call_id: str | None, seq: int) -> None:
+    """Mark the call answered by ``seq``: one ``UPDATE ... RETURNING`` on the happy path;
+    only a refused answer reads the call again to say why."""
+    if not call_id:
+        raise InvalidMessage("a tool message needs the tool_call_id it answers")
+    if ex.rows(ANSWER_CALL, {"b_session_id": session_id, "b_call_id": call_id, "b_seq": seq}):
+        return
+    found = ex.rows(CALL_FOUND, {"b_session_id": session_id, "b_call_id": call_id})
+    if not found or found[0][0] >= seq:
+        raise InvalidMessage(
+            f"tool result for {call_id!r} has no matching earlier tool call in this session")
+    raise InvalidMessage(
+        f"tool call {call_id!r} was already answered by message seq {found[0][1]}")
+
+
+def _refuse(ex: Executor, session_id: str) -> NoReturn:
+    """No seq was claimed: the session is missing, or (it exists) closed."""
+    if not ex.rows(SESSION_EXISTS, {"b_session_id": session_id}):
+        raise SessionNotFound(f"no session {session_id!r}")
+    raise SessionClosed(f"session {session_id!r} is closed")
+
+
+def usage_values(session: SessionRow, billed: BilledUsage, now: datetime) -> dict[str, Any]:
+    """A ``chat_usage`` row: ``billed`` on ``session``'s tenant."""
+    return {"session_id": session.id, **ref_values("tenant", session.tenant),
+            "purpose": billed.purpose, "model": billed.model,
+            "prompt_tokens": billed.usage.prompt_tokens,
+            "completion_tokens": billed.usage.completion_tokens, "created_at": now}
+
+
+def plain(batch: Batch) -> bool:
+    """No tool calls and no tool results: nothing to check against ``chat_tool_calls``."""
+    return all(not draft.tool_calls and draft.role is not Role.TOOL for draft, _, _ in batch)
+
+
+def pg_append_values(session_id: str, batch: Batch, now: datetime) -> tuple[bool, dict[str, Any]]:
+    """Which ``PG_APPEND`` statement a plain batch takes (with usage or not), and its
+    values."""
+    rows = [{"k": k, "role": draft.role.value, "content": draft.content,
+             "tool_call_id": draft.tool_call_id, "name": draft.name, "tokens": tokens,
+             "metadata": dict(draft.metadata), "native": dict(draft.native) or None}
+            for k, (draft, tokens, _) in enumerate(batch, start=1)]
+    usages = [{"purpose": b.purpose, "model": b.model,
+               "prompt_tokens": b.usage.prompt_tokens,
+               "completion_tokens": b.usage.completion_tokens}
+              for _, _, b in batch if b is not None]
+    values: dict[str, Any] = {
+        "b_session_id": session_id, "b_count": len(batch), "b_now": now,
+        "b_billed": sum(b.usage.total_tokens for _, _, b in batch if b is not None),
+        "b_rows": rows}
+    if usages:
+        values["b_usages"] = usages
+    return bool(usages), values
+
+
+def append_error(exc: Exception, batch: Batch) -> ChatkeepError:
+    """What an integrity error in an append means (SQLAlchemy's, or a driver's): a reused
+    tool-call id, or a store failure."""
+    orig = exc.orig if isinstance(exc, IntegrityError) else exc
+    calls = [c.id for d, _, _ in batch for c in d.tool_calls]
+    if calls and "tool_calls" in str(orig):
+        return InvalidMessage(f"a tool call id in {calls} is already used in this session")
+    return StoreError(f"could not append message: {orig}")
+
+
+# -- reads and the summary -----------------------------------------------------------------
+
+def load_session(ex: Executor, session_id: str) -> SessionRow:
+    """The session row, or ``SessionNotFound``."""
+    found = ex.rows(SESSION_BY_ID, {"b_session_id": session_id})
+    if not found:
+        raise SessionNotFound(f"no session {session_id!r}")
+    return session_from_row(found[0])
+
+
+def read_history(transport: Transport,
+                 session_id: str) -> tuple[SessionRow, list[Message], list[Message]]:
+    """The session row, then its system messages at or below the summary watermark and
+    every live message after it, on one connection (one snapshot on SQLite). The
+    watermark goes to the second statement as a value, not joined from the row: then
+    the planner knows how few rows follow it."""
+    with transport.reading() as ex:
+        row = load_session(ex, session_id)
+        watermark = row.summary_watermark
+        raws = ex.rows(UNSUMMARISED if watermark > 0 else ALL_LIVE,
+                       {"b_session_id": session_id, "b_watermark": watermark})
+        return (row, *split_at([message_from_row(r) for r in raws], watermark))
+
+
+def set_summary(transport: Transport, session_id: str, expected_version: int, summary: str,
+                watermark: int) -> SessionRow | None:
+    """A fold's compare-and-set, in a transaction of its own: the new row, or ``None``
+    when another writer moved ``summary_version`` first."""
+    with transport.transaction() as ex:
+        found = ex.rows(SET_SUMMARY, {"b_session_id": session_id,
+                                      "b_expected": expected_version,
+                                      "b_summary": summary, "b_watermark": watermark})
+    return session_from_row(found[0]) if found else None

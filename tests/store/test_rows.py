@@ -1,0 +1,25 @@
+"""Rows are converted by position (``chatkeep.store.rows``): the field lists must be the
+columns the statements (``chatkeep.store.statements``) select, in order."""
+
+from __future__ import annotations
+
+from chatkeep.store.rows import MESSAGE_FIELDS, SESSION_FIELDS
+from chatkeep.store.schema import chat_sessions
+from chatkeep.store.statements import (
+    CLAIM_SEQ,
+    MESSAGE_COLUMNS,
+    PG_APPEND,
+    SESSION_BY_ID,
+    SET_SUMMARY,
+    UNSUMMARISED,
+)
+
+
+def test_row_conversions_read_the_columns_every_read_selects() -> None:
+    """A column added to the table without the field lists fails here, not in use."""
+    assert tuple(c.name for c in chat_sessions.columns) == SESSION_FIELDS
+    assert tuple(c.name for c in SESSION_BY_ID.selected_columns) == SESSION_FIELDS
+    for statement in (*PG_APPEND.values(), CLAIM_SEQ, SET_SUMMARY):
+        assert tuple(c.name for c in statement.exported_columns) == SESSION_FIELDS
+    assert tuple(c.name for c in MESSAGE_COLUMNS) == MESSAGE_FIELDS
+    assert tuple(c.name for c in UNSUMMARISED.selected_columns) == MESSAGE_FIELDS
