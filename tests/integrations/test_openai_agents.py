@@ -5,8 +5,9 @@ the way the SDK's own session tests do."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine, Sequence
 from typing import Any
 
 import openai
@@ -21,7 +22,7 @@ from agents import (
     set_tracing_disabled,
 )
 
-from chatkeep import InvalidReference, PrivacyError, Ref, SessionNotFound
+from chatkeep import IncompleteToolTurn, InvalidReference, PrivacyError, Ref, SessionNotFound
 from chatkeep.aio import AsyncChatkeep
 from chatkeep.integrations.openai_agents import ChatkeepSession
 from chatkeep.testing import AgentModel, FakeOpenAIServer, Reply
@@ -39,6 +40,11 @@ def get_weather(city: str) -> str:
 
 def run(coroutine: Coroutine[Any, Any, Any]) -> Any:
     return asyncio.run(coroutine)
+
+
+async def plain(items: Awaitable[Sequence[Any]]) -> list[dict[str, Any]]:
+    """Input items as plain dicts (the SDK types them as a union of TypedDicts)."""
+    return [dict(item) for item in await items]
 
 
 class World:
@@ -86,11 +92,12 @@ def test_runner_multi_turn_with_single_and_parallel_tool_calls(world: World,
             third = await Runner.run(agent, "Thanks!", session=session,
                                      hooks=session.billing_hooks())
             assert third.final_output == "echo: Thanks!"
-            stored = await (await keep.sessions.get(session.session_id)).read_messages()
+            chat = await keep.sessions.by_key(session.session_id, ORG)
+            stored = await chat.read_messages()
             calls = [c.id for m in stored for c in m.tool_calls]
             assert len(calls) == 4 and len({m.tool_call_id for m in stored if m.tool_call_id}) == 4
             # Billed like every other model call, and the ledger agrees.
-            row = (await keep.sessions.get(session.session_id)).row
+            row = (await keep.sessions.get_unscoped(chat.id)).row
             assert row.total_tokens > 0
             (line,) = [u for u in await keep.usage(ORG) if u.purpose == "chat"]
             assert line.calls == 5  # 2 + 2 model calls for the tool turns, 1 for "Thanks"
@@ -112,7 +119,7 @@ def test_runner_across_a_compression(db_url: str) -> None:
                 result = await Runner.run(agent, f"({i}) What is the weather in Rome and Oslo?",
                                           session=session)
                 assert "24C" in result.final_output and "2C" in result.final_output
-            chat = await keep.sessions.get(session.session_id)
+            chat = await keep.sessions.by_key(session.session_id, ORG)
             assert chat.summary_watermark > 0 and chat.summary
             items = await session.get_items()
             assert items[0]["role"] == "system" and "Summary" in items[0]["content"]
@@ -163,7 +170,7 @@ def test_every_request_of_a_run_is_redacted_the_first_one_too(db_url: str, how: 
             agent = world.agent("chat" if how == "run_streamed" else "responses")
             await turn(session, agent, first)
             await turn(session, agent, "What is the weather in Rome?")
-            stored = await (await keep.sessions.get(session.session_id)).read_messages()
+            stored = await (await session.conversation()).read_messages()
             assert any("ana.garcia@example.com" in (m.content or "") for m in stored), \
                 "the record keeps the real text"
 
@@ -205,7 +212,7 @@ def test_a_run_that_bypasses_the_filter_is_refused_before_anything_is_sent(
                                  session=session)
             # A session that does not redact runs with the plain Runner as before.
             plain = await ChatkeepSession.open(keep, tenant=ORG)
-            await (await keep.sessions.get(plain.session_id)).set_anonymize_pii(False)
+            await (await plain.conversation()).set_anonymize_pii(False)
             plain = ChatkeepSession(keep, plain.session_id, tenant=ORG)
             await Runner.run(world.agent(), "What is the weather in Paris?", session=plain)
 
@@ -223,7 +230,7 @@ def test_model_output_in_placeholders_is_stored_with_real_values(db_url: str) ->
             session = await ChatkeepSession.open(keep, tenant=ORG)
             result = await session.run(world.agent("chat"), "mail ana.garcia@example.com")
             assert result.final_output == "I will write to <EMAIL_1>."
-            stored = await (await keep.sessions.get(session.session_id)).read_messages()
+            stored = await (await session.conversation()).read_messages()
             assert stored[-1].content == "I will write to ana.garcia@example.com."
             with pytest.raises(PrivacyError):
                 await session.get_items()  # outside a run: refused on a redacting session
@@ -265,8 +272,12 @@ def test_tenants_never_cross(world: World) -> None:
         async with world.keep() as keep:
             mine = await ChatkeepSession.open(keep, tenant=ORG)
             await mine.add_items([{"role": "user", "content": "secret plan"}])
-            with pytest.raises(SessionNotFound):
-                await ChatkeepSession.open(keep, tenant=OTHER, session_id=mine.session_id)
+            # The same key in another tenant names another conversation: empty.
+            theirs = await ChatkeepSession.open(keep, tenant=OTHER, session_id=mine.session_id)
+            assert await theirs.get_items() == []
+            await theirs.add_items([{"role": "user", "content": "their plan"}])
+            assert [i["content"] for i in await plain(mine.get_items())] == ["secret plan"]
+            assert (await theirs.conversation()).id != (await mine.conversation()).id
             routed = RunContextWrapper(context={"tenant": OTHER})
             with pytest.raises(SessionNotFound):
                 await mine.get_items(wrapper=routed)
@@ -295,16 +306,19 @@ def test_protocol_ordering_limit_pop_clear_as_the_sdk_tests_do(world: World) -> 
             assert await session.get_items() == items  # exactly what was added
             assert await session.get_items(limit=2) == items[-2:]
             assert await session.pop_item() == items[-1]
-            # A call without its output is never handed out as history.
-            with pytest.raises(Exception, match="without a result"):
-                await session.get_items()
+            # A call waiting for its output is handed back, as the SDK's sessions do (its
+            # runner deals with it); chatkeep's own build_history refuses it.
+            assert await session.get_items() == items[:4]
+            chat = await session.conversation()
+            with pytest.raises(IncompleteToolTurn, match="without a result"):
+                await keep.compressor.build_history(chat, "", format="openai_responses")
             assert await session.pop_item() == items[-2]
             assert await session.get_items() == items[:3]
             await session.add_items(items[3:])  # the retried tail: same call id again
             assert await session.get_items() == items
             await session.clear_session()
             assert await session.get_items() == []
-            record = await (await keep.sessions.get(session.session_id)).read_messages()
+            record = await (await session.conversation()).read_messages()
             assert len(record) == 7 and all(m.retracted_at is not None for m in record)
 
     run(scenario())
@@ -325,3 +339,138 @@ def test_two_runs_on_one_session_append_whole_batches(world: World) -> None:
                 [f"{'b' if first == 'a' else 'a'}{i}" for i in range(5)]
 
     run(scenario())
+
+
+def test_the_session_id_is_the_applications_key(world: World) -> None:
+    async def scenario() -> None:
+        async with world.keep() as keep:
+            session = ChatkeepSession(keep, "support-4711", tenant=ORG, actor=Ref("user", 3),
+                                      title="Ticket 4711")
+            # Reading a key nobody wrote to creates nothing.
+            assert await session.get_items() == [] and await session.pop_item() is None
+            await session.clear_session()
+            with pytest.raises(SessionNotFound):
+                await keep.sessions.by_key("support-4711", ORG)
+            await session.add_items([{"role": "user", "content": "My order is late."}])
+            chat = await keep.sessions.by_key("support-4711", ORG)
+            assert chat.key == "support-4711" and chat.title == "Ticket 4711"
+            assert chat.actor == Ref("user", 3)
+            # Another object on the same key (another worker, a restart) is the same
+            # conversation; the first write of two at once creates one session.
+            again = ChatkeepSession(keep, "support-4711", tenant=ORG, actor=Ref("user", 3))
+            assert [i["content"] for i in await plain(again.get_items())] == ["My order is late."]
+            fresh = [ChatkeepSession(keep, "support-4712", tenant=ORG) for _ in range(3)]
+            await asyncio.gather(*(s.add_items([{"role": "user", "content": f"w{i}"}])
+                                   for i, s in enumerate(fresh)))
+            ids = {(await s.conversation()).id for s in fresh}
+            assert len(ids) == 1 and len(await fresh[0].get_items()) == 3
+
+    run(scenario())
+
+
+def test_session_settings_default_like_the_sdks_and_limit_get_items(world: World) -> None:
+    from agents.memory import SessionSettings
+
+    async def scenario() -> None:
+        async with world.keep() as keep:
+            session = ChatkeepSession(keep, "settings", tenant=ORG)
+            assert session.session_settings == SessionSettings()
+            await session.add_items([{"role": "user", "content": f"m{i}"} for i in range(5)])
+            limited = ChatkeepSession(keep, "settings", tenant=ORG,
+                                      session_settings={"limit": 2})
+            assert limited.session_settings == SessionSettings(limit=2)
+            assert [i["content"] for i in await plain(limited.get_items())] == ["m3", "m4"]
+            assert [i["content"] for i in await plain(limited.get_items(limit=3))] == \
+                ["m2", "m3", "m4"]
+            assert await limited.get_items(limit=0) == []
+            assert len(await limited.get_items(limit=-1)) == 5  # as SQLite's LIMIT -1
+            with pytest.raises(TypeError):
+                ChatkeepSession(keep, "settings", tenant=ORG, session_settings={"limitt": 1})
+
+    run(scenario())
+
+
+def test_closed_turns_keep_their_tool_items_in_the_sdk_replay_only(world: World) -> None:
+    """``get_items`` returns a closed turn's reasoning, call and output as the SDK's own
+    sessions do; chatkeep's ``build_history`` still replays closed turns as text."""
+
+    async def scenario() -> None:
+        async with world.keep() as keep:
+            session = await ChatkeepSession.open(keep, tenant=ORG)
+            agent = world.agent()
+            await Runner.run(agent, "What is the weather in Paris?", session=session)
+            await Runner.run(agent, "Thanks!", session=session)
+            items = await plain(session.get_items())
+            kinds = [i.get("type", "message") for i in items]
+            assert kinds.count("function_call") == 1 and kinds.count("reasoning") >= 1
+            (output,) = [i for i in items if i.get("type") == "function_call_output"]
+            assert output["output"] == "18C and sunny"
+            assert items[0] == {"role": "user", "content": "What is the weather in Paris?"}
+            assert items[-1]["content"][0]["text"] == "echo: Thanks!"
+            assert await plain(session.get_items(limit=3)) == items[-3:]
+            chat = await session.conversation()
+            text_only = await plain(keep.compressor.build_history(
+                chat, "", format="openai_responses"))
+            assert all("type" not in i or i["type"] == "message" for i in text_only)
+            assert len(text_only) < len(items)
+
+    run(scenario())
+
+
+def test_the_sdk_replay_is_redacted_and_folded_without_splitting_a_tool_turn(
+        db_url: str) -> None:
+    world = World(db_url, chat={"max_history_tokens": 600, "recent_messages_min": 2},
+                  privacy={"anonymize_pii": True})
+    world.server.responder = _summaries_and(world.model.openai)
+
+    async def scenario() -> None:
+        async with world.keep() as keep:
+            session = await ChatkeepSession.open(keep, tenant=ORG)
+            agent = world.agent()
+            await session.run(agent, "Write to ana.garcia@example.com. Weather in Paris?")
+            for i in range(5):
+                await session.run(agent, f"({i}) What is the weather in Rome and Oslo?")
+            items = await plain(session.read_items())
+            assert "ana.garcia" not in json.dumps(items)
+            assert items[0]["role"] == "system" and "Summary" in items[0]["content"]
+            chat = await keep.sessions.by_key(session.session_id, ORG)
+            assert chat.summary_watermark > 0
+            # What is left after the fold is whole: every output after its call, every
+            # call after its reasoning (the strict fake rejects anything else, too).
+            calls = {i["call_id"] for i in items if i.get("type") == "function_call"}
+            assert all(i["call_id"] in calls for i in items
+                       if i.get("type") == "function_call_output")
+            for before, item in itertools.pairwise(items):
+                if item.get("type") == "function_call" and before.get("type") != \
+                        "function_call":
+                    assert before.get("type") == "reasoning", (before, item)
+        assert world.server.rejected == []
+
+    with world.server:
+        run(scenario())
+
+
+def test_a_fold_of_the_sdk_replay_ends_only_between_whole_tool_turns() -> None:
+    from chatkeep.history.plan import fold_cuts
+    from chatkeep.messages import Message, Role, ToolCall
+
+    def message(seq: int, role: Role, content: str | None = None, *, calls: tuple[str, ...] = (),
+                answers: str | None = None) -> Message:
+        return Message("s", seq, role, content, tuple(ToolCall(c, "f", "{}") for c in calls),
+                       answers)
+
+    messages = [
+        message(1, Role.USER, "hi"),                       # 0
+        message(2, Role.ASSISTANT),                        # 1 reasoning, alone
+        message(3, Role.ASSISTANT, calls=("a", "b")),      # 2
+        message(4, Role.TOOL, "A", answers="a"),           # 3
+        message(5, Role.TOOL, "B", answers="b"),           # 4
+        message(6, Role.ASSISTANT, "done"),                # 5
+        message(7, Role.USER, "again"),                    # 6
+        message(8, Role.ASSISTANT, calls=("c",)),          # 7: answered in the open turn
+        message(9, Role.ASSISTANT, calls=("d",)),          # 8: never answered
+    ]
+    cuts = fold_cuts(messages, later=[message(10, Role.TOOL, "C", answers="c")])
+    # Not after the reasoning (2), not between a call and its outputs (3, 4), not after
+    # a call the open turn answers (8, 9); a call nobody answers does not block.
+    assert cuts == {0, 1, 5, 6, 7}

@@ -1,16 +1,25 @@
 """``ChatkeepSession``: the OpenAI Agents SDK's ``Session`` protocol over chatkeep.
 
 What the SDK's own sessions lack and chatkeep adds: an owner and tenant on every session
-(a session id from another tenant is not found), a history that stays inside a token
-budget without ever splitting a tool call from its output, compaction into a readable,
-billed summary, PII redaction, and a record that is never destroyed (``pop_item`` and
-``clear_session`` retract: kept, marked, out of every replay).
+(another tenant's session id names another conversation), a history that stays inside a
+token budget without ever splitting a tool call from its output, compaction into a
+readable, billed summary, PII redaction, and a record that is never destroyed
+(``pop_item`` and ``clear_session`` retract: kept, marked, out of every replay).
 
     keep = AsyncChatkeep("sqlite:///chat.db", model=openai.AsyncOpenAI())
-    session = await ChatkeepSession.open(keep, tenant=Ref("organization", 7),
-                                         actor=Ref("user", 3))
+    session = ChatkeepSession(keep, "support-4711", tenant=Ref("organization", 7),
+                              actor=Ref("user", 3))
     result = await session.run(agent, "What's the weather in Paris?",
                                hooks=session.billing_hooks())
+
+The ``session_id`` is the application's key for the conversation, as with the SDK's own
+sessions: the tenant's conversation of that key is found, or created on the first write
+(``keep.sessions.open``); two tenants' equal keys are two conversations.
+
+``get_items`` returns what the SDK's sessions return: every live item as it was added,
+oldest first (closed turns' tool calls, outputs and reasoning included), ``limit`` (or
+``session_settings.limit``) the newest of them; once the history outgrows its budget,
+the oldest are folded into the summary, which then leads the list.
 
 ``session.run`` / ``run_sync`` / ``run_streamed`` are ``Runner.run`` / ``run_sync`` /
 ``run_streamed`` with this session, plus a ``call_model_input_filter`` that sends every
@@ -20,21 +29,25 @@ on a redacting session that does not go through them is refused before anything 
 (``get_items`` raises ``PrivacyError``): there is no way to forget the filter.
 
 The class is structural (it does not subclass the SDK's ``SessionABC``); the SDK is
-imported when a run, the filter or :meth:`ChatkeepSession.billing_hooks` needs it.
+imported when its settings, a run, the filter or :meth:`ChatkeepSession.billing_hooks`
+need it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from chatkeep.aio import AsyncChatkeep, AsyncChatSession
-from chatkeep.errors import ChatkeepError, InvalidReference, PrivacyError, SessionNotFound
+from chatkeep.aio.sessions import core_session
+from chatkeep.errors import ChatkeepError, PrivacyError, SessionNotFound
 from chatkeep.formats.openai_responses import message_to_items
+from chatkeep.integrations.context import named_party
 from chatkeep.messages import Usage
 from chatkeep.refs import Ref
 
@@ -42,6 +55,10 @@ if TYPE_CHECKING:
     from agents import Agent, RunConfig, RunHooks, RunResult, RunResultStreaming
     from agents.items import TResponseInputItem
     from agents.run_config import CallModelData, ModelInputData
+
+    from chatkeep.app import Chatkeep
+    from chatkeep.formats import History
+    from chatkeep.sessions import ChatSession
 
 #: The sessions whose filter the running code installed (set by ``ChatkeepSession.run*``).
 _FILTERED: ContextVar[frozenset[int]] = ContextVar("chatkeep_agents_filtered",
@@ -55,66 +72,104 @@ __all__ = ["ChatkeepSession"]
 class ChatkeepSession:
     """A chatkeep conversation as an Agents SDK ``Session``.
 
+    ``session_id`` is the application's key for the conversation (``"support-4711"``):
+    ``tenant``'s conversation of that key, created on the first write with ``actor``,
+    ``subject``, ``title``, ``anonymize_pii`` and ``metadata`` (as ``keep.sessions.open``).
     ``tenant`` is required and checked on every call. All four history methods accept the
     SDK's optional ``wrapper`` (its run context): when the context names a tenant (an
     attribute or key ``tenant``, or ``chatkeep_tenant``), it must be this session's, so a
     run routed to the wrong tenant finds nothing. ``system_prompt`` is sent ahead of the
     history (the agent's own instructions go out separately, as the SDK sends them).
+    ``session_settings``: the SDK's ``SessionSettings`` (or a dict of its fields); its
+    ``limit`` applies when ``get_items`` is given none.
     """
 
     def __init__(self, keep: AsyncChatkeep, session_id: str, *, tenant: Ref,
-                 system_prompt: str = "", session_settings: Any = None) -> None:
+                 actor: Ref | None = None, subject: Ref | None = None,
+                 title: str | None = None, anonymize_pii: bool = True,
+                 metadata: Mapping[str, Any] | None = None, system_prompt: str = "",
+                 session_settings: Any = None) -> None:
         if not isinstance(keep, AsyncChatkeep):
             raise ChatkeepError("ChatkeepSession needs an AsyncChatkeep (the SDK's session "
                                 "protocol is async)")
         self.keep = keep
         self.session_id = session_id
         self.tenant = tenant
+        self.actor = actor
+        self.subject = subject
+        self.title = title
+        self.anonymize_pii = anonymize_pii
+        self.metadata = dict(metadata) if metadata is not None else None
         self.system_prompt = system_prompt
-        self.session_settings = session_settings
+        self.session_settings: Any = _session_settings(session_settings)
         self._session: AsyncChatSession | None = None
 
     @classmethod
     async def open(cls, keep: AsyncChatkeep, *, tenant: Ref, actor: Ref | None = None,
                    subject: Ref | None = None, session_id: str | None = None,
-                   title: str | None = None, system_prompt: str = "",
+                   title: str | None = None, anonymize_pii: bool = True,
+                   metadata: Mapping[str, Any] | None = None, system_prompt: str = "",
                    session_settings: Any = None) -> ChatkeepSession:
-        """An existing session of ``tenant`` (``session_id``) or a new one."""
-        if session_id is None:
-            created = await keep.sessions.create(tenant, actor, subject, title=title)
-            session = cls(keep, created.id, tenant=tenant, system_prompt=system_prompt,
-                          session_settings=session_settings)
-            session._session = created
-            return session
-        session = cls(keep, session_id, tenant=tenant, system_prompt=system_prompt,
-                      session_settings=session_settings)
-        await session._load(None)
+        """The tenant's conversation of the key ``session_id``, found or created now (a new
+        key when ``session_id`` is ``None``)."""
+        session = cls(keep, session_id if session_id is not None else uuid.uuid4().hex,
+                      tenant=tenant, actor=actor, subject=subject, title=title,
+                      anonymize_pii=anonymize_pii, metadata=metadata,
+                      system_prompt=system_prompt, session_settings=session_settings)
+        await session.conversation()
         return session
 
-    async def _load(self, wrapper: Any) -> AsyncChatSession:
+    async def conversation(self) -> AsyncChatSession:
+        """The chatkeep session behind this one, found by its key or created now."""
+        session = await self._load(None, create=True)
+        assert session is not None
+        return session
+
+    async def _load(self, wrapper: Any, *, create: bool) -> AsyncChatSession | None:
+        """The conversation of this key (``None`` when there is none and ``create`` is
+        false: reading an unused key creates nothing)."""
         routed = _tenant_of(wrapper)
         if routed is not None and routed != self.tenant:
             raise SessionNotFound(f"no session {self.session_id!r} for tenant {routed}")
         if self._session is None:
-            self._session = await self.keep.sessions.get(self.session_id, tenant=self.tenant)
+            if create:
+                self._session = await self.keep.sessions.open(
+                    self.session_id, self.tenant, self.actor, self.subject, title=self.title,
+                    anonymize_pii=self.anonymize_pii, metadata=self.metadata)
+            else:
+                try:
+                    self._session = await self.keep.sessions.by_key(self.session_id,
+                                                                     self.tenant)
+                except SessionNotFound:
+                    return None
         return self._session
 
     async def get_items(self, limit: int | None = None,
                         wrapper: Any = None) -> list[TResponseInputItem]:
-        """The budgeted history as Responses input items: the summary, the replay, and the
-        open turn's plumbing intact; ``limit`` keeps the newest ``limit`` of them (as the
-        SDK's sessions do; its runner repairs a call split from its output by the cut)."""
-        session = await self._load(wrapper)
+        """The session's items as the SDK's sessions hand them back: every live item as it
+        was added, oldest first, tool calls, outputs and reasoning of closed turns included,
+        redacted on a redacting session; once the history outgrows its budget, the summary
+        first and the items it has not folded. ``limit`` (``session_settings.limit`` when
+        ``None``) keeps the newest ``limit`` of them (a negative one, all of them); the
+        SDK's runner repairs a call cut from its output by the limit."""
+        if limit is None:
+            limit = getattr(self.session_settings, "limit", None)
+        session = await self._load(wrapper, create=False)
+        if session is None:
+            return []
         if id(self) not in _FILTERED.get() and await self.keep.privacy.redacts(session):
             raise PrivacyError(
                 f"session {self.session_id} redacts personal data, and this run does not "
                 "send through its filter (the SDK would send the new input raw): run it "
                 "with session.run(...), session.run_sync(...) or session.run_streamed(...)")
-        history = await self.keep.compressor.build_history(session, self.system_prompt,
-                                                           format="openai_responses")
+        if limit == 0:
+            return []
+        core = await self.keep.core()
+        history = await self.keep.run(_replay, core, core_session(session),
+                                      self.system_prompt)
         items: list[TResponseInputItem] = list(history)
-        if limit is not None:
-            items = items[-limit:] if limit > 0 else []
+        if limit is not None and limit > 0:
+            items = items[-limit:]
         return items
 
     async def read_items(self, limit: int | None = None) -> list[TResponseInputItem]:
@@ -127,10 +182,12 @@ class ChatkeepSession:
     async def add_items(self, items: list[TResponseInputItem], wrapper: Any = None) -> None:
         """Store the items losslessly, in one transaction (all or none), counted like every
         other message; each keeps its original form, so ``get_items`` hands it back as
-        recorded while its text goes out unredacted and unclipped."""
+        recorded while its text goes out unredacted and unclipped. The first write of a
+        key creates its conversation."""
         if not items:
             return
-        session = await self._load(wrapper)
+        session = await self._load(wrapper, create=True)
+        assert session is not None
         # What the model wrote in this session's placeholders is stored with real values,
         # like every other message (replayed, it is redacted again).
         await session.record([await self._restored(session, item) for item in items],
@@ -139,7 +196,9 @@ class ChatkeepSession:
     async def pop_item(self, wrapper: Any = None) -> TResponseInputItem | None:
         """Retract the newest item and return it (kept in the record, marked retracted,
         out of every replay, summary and distillation); ``None`` when nothing is live."""
-        session = await self._load(wrapper)
+        session = await self._load(wrapper, create=False)
+        if session is None:
+            return None
         message = await session.retract_last()
         if message is None:
             return None
@@ -149,8 +208,9 @@ class ChatkeepSession:
     async def clear_session(self, wrapper: Any = None) -> None:
         """Retract every item and drop the summary: the next run starts from nothing, and
         the record stays for audit (``chatkeep sessions show`` marks it retracted)."""
-        session = await self._load(wrapper)
-        await session.retract_all()
+        session = await self._load(wrapper, create=False)
+        if session is not None:
+            await session.retract_all()
 
     # -- runs through the egress ----------------------------------------------------------
 
@@ -212,7 +272,7 @@ class ChatkeepSession:
     async def _egress(self, model_data: ModelInputData) -> ModelInputData:
         """The run's request as it may leave: input items and instructions scrubbed in
         one body by the session's egress, its placeholders stored first."""
-        session = await self._load(None)
+        session = await self.conversation()
         body: dict[str, Any] = {"instructions": model_data.instructions,
                                 "input": [_as_dict(item) for item in model_data.input]}
         if await self.keep.privacy.redacts(session):
@@ -257,7 +317,7 @@ class ChatkeepSession:
                 usage = getattr(response, "usage", None)
                 if usage is None:
                     return
-                session = await owner._load(None)
+                session = await owner.conversation()
                 model = getattr(getattr(agent, "model", None), "model", None) or \
                     (agent.model if isinstance(getattr(agent, "model", None), str) else None)
                 await session.record_usage(
@@ -268,6 +328,31 @@ class ChatkeepSession:
 
 
 _MODEL_ITEMS = ("function_call", "reasoning")
+
+
+def _replay(core: Chatkeep, session: ChatSession, system_prompt: str) -> History[Any]:
+    """The session's history with the SDK's replay rule: every live item as recorded
+    (chatkeep's own default replays closed turns as their text alone)."""
+    return core.compressor._build_replay(session, system_prompt, format="openai_responses",
+                                         keep_closed_tool_turns=True)
+
+
+def _session_settings(value: Any) -> Any:
+    """``value`` as the SDK's ``SessionSettings`` (a dict of its fields is read as its
+    sessions read it; ``None`` is the default settings), or as given without the SDK."""
+    try:
+        from agents.memory import SessionSettings
+    except ImportError:  # pragma: no cover - the extra is in the dev set
+        return value
+    if value is None:
+        return SessionSettings()
+    if isinstance(value, SessionSettings):
+        return value
+    try:
+        from agents.memory.session_settings import coerce_session_settings
+    except ImportError:  # an SDK that takes no dict: its fields by name
+        return SessionSettings(**dict(value))
+    return coerce_session_settings(value)
 
 
 def _require_sdk() -> None:
@@ -286,18 +371,5 @@ def _as_dict(item: Any) -> Any:
 
 
 def _tenant_of(wrapper: Any) -> Ref | None:
-    """The tenant a run context names, if it names one: a ``Ref``, ``"type:id"`` text, a
-    mapping or an object with ``type`` and ``id``, under ``chatkeep_tenant`` or
-    ``tenant``. A tenant named in a shape that cannot be read is refused, never ignored."""
-    context = getattr(wrapper, "context", None)
-    if context is None:
-        return None
-    for key in ("chatkeep_tenant", "tenant"):
-        value = context.get(key) if isinstance(context, Mapping) else getattr(context, key, None)
-        if value is not None:
-            try:
-                return Ref.coerce(value)
-            except InvalidReference as exc:
-                raise InvalidReference(f"the run context's {key} is not a tenant "
-                                       f"reference: {exc}") from exc
-    return None
+    """The tenant a run context names, if it names one (:func:`named_party`)."""
+    return named_party(getattr(wrapper, "context", None), "tenant")

@@ -1,0 +1,155 @@
+"""What one model request of a run carries: chatkeep's history of the stored
+conversation, then the run's own messages, every text through the session's egress.
+A function of the sync core (the async keep runs it on its bridge).
+
+The history is chatkeep's plan (:func:`chatkeep.history.plan.plan_history`, the planner
+``build_history`` runs): pinned system prompts, the running summary, closed turns as their
+text, the open turn verbatim. It goes out as Pydantic AI messages: the summary as a
+``CompactionPart`` (the form Pydantic AI gives a summary an application wrote), closed
+turns as text, the open turn as Pydantic AI recorded it (every call with its result,
+thinking with its signature), so the request is valid as it stands and Pydantic AI never
+has to repair it. A fold the plan asks for is made by ``build_history`` itself (the
+summariser call, its compare-and-set, its bill), then the plan is read again.
+
+When the stored conversation ends with calls still waiting for their results (a run
+paused for deferred tools, continued with their results), the stored turn goes out as
+recorded, closed turns included, and the run's own messages answer it; no fold is made
+for that one request.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic_ai.messages import (
+    CompactionPart,
+    ModelMessage,
+    ModelRequest,
+    SystemPromptPart,
+)
+
+from chatkeep.app import Chatkeep
+from chatkeep.errors import IncompleteToolTurn, PrivacyError
+from chatkeep.formats.base import Outgoing
+from chatkeep.history.plan import HistoryPlan, plan_history
+from chatkeep.integrations.pydantic_ai import _convert
+from chatkeep.integrations.pydantic_ai._scrub import scrub_request
+from chatkeep.messages import Message
+from chatkeep.sessions import ChatSession
+
+log = logging.getLogger("chatkeep.integrations.pydantic_ai")
+
+#: Plans in a row that may lose the placeholder vault's compare-and-set before giving up.
+MAX_ATTEMPTS = 8
+#: The planner's wire format: only its token estimate of native payloads depends on it,
+#: and this integration keeps none there.
+_FORMAT = "openai_chat"
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    """One request as it may leave, and what chatkeep knows of its history part."""
+
+    messages: list[ModelMessage]
+    """Chatkeep's history, then the run's own messages."""
+    instructions: list[str]
+    """The request's instruction texts, scrubbed."""
+    history: list[ModelMessage]
+    """Chatkeep's part of ``messages`` (the stored conversation, budgeted)."""
+    tokens: int
+    """Chatkeep's estimate of its history part."""
+    budget: int
+    """``chat.max_history_tokens``."""
+    over_budget_reason: str | None
+    """Why the history part is over the budget (``None``: it fits)."""
+    compressed: bool
+    """Whether preparing this request folded older turns into the summary."""
+    withheld: int
+    """Signed parts left out because their text holds a detected value."""
+
+
+def prepare(core: Chatkeep, session: ChatSession, own: Sequence[ModelMessage],
+            instructions: Sequence[str]) -> PreparedRequest:
+    """The request for ``session``: its budgeted history, then ``own`` (the run's
+    messages the store does not hold), with ``instructions``, all scrubbed."""
+    compressor = core.compressor
+    repository = compressor._repository_for(session)
+    paused = folded = compressed = False
+    for _ in range(MAX_ATTEMPTS):
+        row, pinned_before, stored = repository.read_history(session.id)
+        session.adopt_row(row)
+        egress = compressor._egress(session)
+        previous = compressor._model_summary(session, row.summary, egress)
+        try:
+            plan = plan_history(
+                system_text="", pinned_before=pinned_before,
+                summary=(previous.render() or None) if previous else None,
+                messages=stored, config=compressor.config, counter=compressor.counter,
+                redact=egress, format=_FORMAT, allow_fold=not (folded or paused),
+                keep_closed_tool_turns=paused)
+        except IncompleteToolTurn:
+            paused = True
+            continue
+        if plan.fold:
+            compressed = compressor.build_history(session, "").compressed
+            folded = True
+            continue
+        history = _history(repository, session, plan.outgoing, exact_closed=paused)
+        out = scrub_request([*history, *own], instructions, egress.scrub)
+        if not egress.flush():
+            log.info("session %s: another writer stored placeholders first; planning again",
+                     session.id)
+            continue
+        if out.withheld:
+            log.warning("session %s: %d signed part(s) holding a detected value were "
+                        "withheld", session.id, out.withheld)
+        return _prepared(out.messages, out.instructions, len(history), plan,
+                         compressor.config.max_history_tokens, compressed, out.withheld)
+    raise PrivacyError(f"session {session.id}: could not store the placeholder mapping "
+                       f"after {MAX_ATTEMPTS} attempts; nothing was sent")
+
+
+def _prepared(messages: list[ModelMessage], instructions: list[str], cut: int,
+              plan: HistoryPlan, budget: int, compressed: bool, withheld: int) -> PreparedRequest:
+    return PreparedRequest(messages, instructions, messages[:cut], plan.tokens, budget,
+                    plan.over_budget_reason, compressed, withheld)
+
+
+def _history(repository: Any, session: ChatSession, outgoing: Outgoing, *,
+             exact_closed: bool) -> list[ModelMessage]:
+    """The plan's history as Pydantic AI messages."""
+    out: list[ModelMessage] = []
+    lead: list[Any] = [SystemPromptPart(text) for text in outgoing.pinned]
+    summary = outgoing.summary_text()
+    if summary:
+        lead.append(CompactionPart(summary))
+    if lead:
+        out.append(ModelRequest(parts=lead))
+    opened = len(outgoing.messages) if outgoing.open_from is None else outgoing.open_from
+    closed, live = outgoing.messages[:opened], outgoing.messages[opened:]
+    exact = [*closed, *live] if exact_closed else list(live)
+    entries = _entries(repository, session, exact)
+    if not exact_closed:
+        out += _convert.as_sent(closed, False, entries)
+    out += _convert.as_sent(exact, True, entries)
+    return out
+
+
+def _entries(repository: Any, session: ChatSession,
+             messages: Sequence[Message]) -> dict[str, Any]:
+    """The JSON of every entry ``messages`` carry a part of: from their own metadata, or
+    read from the message that carries it (a part of an entry whose earlier parts
+    belong to a closed turn)."""
+    found = {entry: data for entry, (_, data) in _convert.carried(messages).items()}
+    missing = sorted({message.seq + segment["carrier"] for message in messages
+                      for segment in _convert.segments_of(message)
+                      if segment["entry"] not in found
+                      and isinstance(segment.get("carrier"), int)})
+    if missing:
+        read = repository.read_messages(session.id, after_seq=missing[0] - 1,
+                                        through_seq=missing[-1])
+        found.update({entry: data for entry, (_, data) in _convert.carried(read).items()})
+    return found

@@ -1,0 +1,273 @@
+"""``ChatkeepConversationStore``: Pydantic AI's ``ConversationStore`` over chatkeep sessions.
+
+A conversation is the tenant's session named by its ``conversation_id`` (created on
+first save, one per tenant and id, race-safe); each message Pydantic AI saves is stored
+as chatkeep messages whose text chatkeep can budget, summarise and redact, with the exact
+message kept beside them, so a conversation loads exactly as it was saved. Each model
+response's usage is billed to the session's tenant as it is stored.
+
+``scope`` is the tenant: ``"organization:7"`` (or a ``Ref``) in ``load``, ``save``,
+``list_conversations`` and ``delete``, or the store's ``tenant`` when a call names none.
+A conversation id of another tenant is not found; the same id in two tenants names two
+conversations.
+
+Chatkeep's log is append-only, so the store keeps a conversation's one history:
+``branch`` to an earlier message, a save of a rewritten history and ``fork`` are refused
+with ``InvalidArgument`` (nothing is written). ``delete`` removes the record and retracts
+the conversation's messages: they stay in the session for the audit trail and are never
+replayed, summarised or distilled again.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+from pydantic_ai.agent import AgentRunResult
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.conversation_store import (
+    ConversationEntry,
+    ConversationRecord,
+    ConversationStore,
+)
+from pydantic_ai.messages import ModelMessage
+
+from chatkeep.aio import AsyncChatkeep
+from chatkeep.app import Chatkeep
+from chatkeep.errors import ConfigError, InvalidArgument
+from chatkeep.integrations.pydantic_ai import _request, _storage
+from chatkeep.integrations.pydantic_ai._convert import OUTPUT_TOOLS
+from chatkeep.integrations.pydantic_ai._request import PreparedRequest
+from chatkeep.integrations.pydantic_ai._storage import BRANCHING, Place
+from chatkeep.refs import Ref, require_ref
+
+T = TypeVar("T")
+Scope = str | Ref | None
+
+#: Conversation heads remembered with their session (what ``read_history`` is handed).
+_HEADS_KEPT = 4096
+
+__all__ = ["ChatkeepConversationStore"]
+
+
+class ChatkeepConversationStore(ConversationStore):
+    """Pydantic AI conversations kept in chatkeep sessions.
+
+    ``keep``: an ``AsyncChatkeep`` (every call awaited on its bridge, for servers) or a
+    ``Chatkeep`` (its calls run in the caller's thread: scripts, ``run_sync``).
+    ``tenant``: the tenant of calls that name no ``scope``; without it every call must
+    name one. ``actor``, ``subject``, ``title`` and ``anonymize_pii`` apply to the
+    sessions this store creates (a conversation id opened before with another actor or
+    subject is ``SessionKeyConflict``). ``output_tools``: output tools whose arguments are
+    the model's answer, recorded as its text too (so closed turns keep it).
+    """
+
+    def __init__(self, keep: Chatkeep | AsyncChatkeep, *, tenant: Ref | None = None,
+                 actor: Ref | None = None, subject: Ref | None = None,
+                 title: str | None = None, anonymize_pii: bool = True,
+                 output_tools: Collection[str] = OUTPUT_TOOLS) -> None:
+        if not isinstance(keep, Chatkeep | AsyncChatkeep):
+            raise ConfigError("ChatkeepConversationStore needs a Chatkeep or an "
+                              f"AsyncChatkeep, got {type(keep).__name__}")
+        for name, ref in (("tenant", tenant), ("actor", actor), ("subject", subject)):
+            if ref is not None:
+                require_ref(ref, name)
+        self.keep = keep
+        self.tenant = tenant
+        self.actor, self.subject = actor, subject
+        self.title, self.anonymize_pii = title, anonymize_pii
+        self.output_tools = frozenset(output_tools)
+        self._scope: ContextVar[Ref | None] = ContextVar(f"chatkeep_pydantic_ai_{id(self)}",
+                                                         default=None)
+        self._heads: OrderedDict[str, str] = OrderedDict()
+        self._handed: dict[int, tuple[weakref.ref[Any], str | None]] = {}
+
+    # -- the tenant ------------------------------------------------------------------------
+
+    def tenant_for(self, scope: Scope = None) -> Ref:
+        """The tenant a call works in: ``scope`` (``"type:id"`` or a ``Ref``), else the
+        one the running call named, else the store's own (``InvalidArgument`` if none)."""
+        if scope is not None:
+            return Ref.coerce(scope)
+        named = self._scope.get()
+        if named is not None:
+            return named
+        if self.tenant is None:
+            raise InvalidArgument("no tenant: pass scope='type:id' (the tenant) to the call, "
+                                  "or tenant= to ChatkeepConversationStore")
+        return self.tenant
+
+    def place(self, tenant: Ref) -> Place:
+        """Where ``tenant``'s conversations are kept, and what new sessions get."""
+        return Place(tenant, self.actor, self.subject, self.title, self.anonymize_pii)
+
+    @contextmanager
+    def _scoped(self, scope: Scope) -> Iterator[str | None]:
+        """Run the block in ``scope``'s tenant; yields the scope as stored records carry
+        it (``None`` when the call named none)."""
+        if scope is None:
+            yield None
+            return
+        tenant = Ref.coerce(scope)
+        token = self._scope.set(tenant)
+        try:
+            yield str(tenant)
+        finally:
+            self._scope.reset(token)
+
+    # -- the public calls, in the tenant their scope names ----------------------------------
+
+    async def load(self, conversation_id: str, *, limit: int | None = None,
+                   scope: Scope = None) -> Conversation | None:
+        """``ConversationStore.load``; ``scope`` is the tenant."""
+        with self._scoped(scope) as named:
+            return await super().load(conversation_id, limit=limit, scope=named)
+
+    async def load_entries(self, conversation_id: str, *, limit: int | None = None,
+                           scope: Scope = None) -> list[ConversationEntry] | None:
+        """``ConversationStore.load_entries``; ``scope`` is the tenant."""
+        with self._scoped(scope) as named:
+            return await super().load_entries(conversation_id, limit=limit, scope=named)
+
+    async def save(self, conversation: Conversation | AgentRunResult[Any], *,
+                   scope: Scope = None) -> list[ConversationEntry]:
+        """``ConversationStore.save``; ``scope`` is the tenant. Only a save that extends
+        the stored conversation from its newest message is taken."""
+        with self._scoped(scope) as named:
+            return await super().save(conversation, scope=named)
+
+    async def branch(self, conversation_id: str, *, at: int | None = None,
+                     from_entry: str | None = None, expected_revision: str | None,
+                     scope: Scope = None) -> Conversation:
+        """``ConversationStore.branch``: only a branch that keeps every message is taken
+        (chatkeep's log is append-only); any other is ``InvalidArgument``."""
+        with self._scoped(scope) as named:
+            return await super().branch(conversation_id, at=at, from_entry=from_entry,
+                                        expected_revision=expected_revision, scope=named)
+
+    async def fork(self, conversation_id: str, *, at: int | None = None,
+                   from_entry: str | None = None, new_conversation_id: str | None = None,
+                   scope: Scope = None, source_scope: Scope = None) -> Conversation:
+        """Refused: a fork shares another conversation's messages, and a chatkeep session
+        holds its own (``InvalidArgument``)."""
+        raise InvalidArgument(BRANCHING)
+
+    async def list_conversations(self, *, scope: Scope = None,
+                                 limit: int | None = None) -> list[ConversationRecord]:
+        """``ConversationStore.list_conversations``: the tenant's conversations."""
+        with self._scoped(scope) as named:
+            return await super().list_conversations(scope=named, limit=limit)
+
+    async def delete(self, conversation_id: str, *, scope: Scope = None) -> None:
+        """``ConversationStore.delete``: the record goes and the conversation's messages
+        are retracted (kept for the audit trail, never sent to a model again)."""
+        with self._scoped(scope) as named:
+            await super().delete(conversation_id, scope=named)
+
+    # -- the storage primitives -----------------------------------------------------------
+
+    async def read_record(self, conversation_id: str) -> ConversationRecord | None:
+        """The conversation's record in the current tenant, or ``None``."""
+        record, session_id = await self._run(_storage.read_record,
+                                             self.place(self.tenant_for()), conversation_id)
+        if record is not None and record.head_id is not None and session_id is not None:
+            self._remember_head(record.head_id, session_id)
+        return record
+
+    async def read_records(self, *, scope: str | None = None,
+                           limit: int | None = None) -> Sequence[ConversationRecord]:
+        """The tenant's records, most recently saved first."""
+        return await self._run(_storage.read_records, self.tenant_for(scope), limit)
+
+    async def write_record(self, record: ConversationRecord, *,
+                           new_entries: Sequence[ConversationEntry] = (),
+                           expected_revision: str | None) -> None:
+        """Store ``record`` and its new entries in one transaction, if the stored revision
+        is ``expected_revision`` (``ConversationConflict`` otherwise)."""
+        tenant = self.tenant_for()
+        session_id = await self._run(_storage.write_record, self.place(tenant), record,
+                                     list(new_entries), expected_revision, self.output_tools)
+        if record.head_id is not None:
+            self._remember_head(record.head_id, session_id)
+
+    async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
+        """Delete the record (if its revision is ``expected_revision``) and retract the
+        conversation's messages; the session and its audit trail stay."""
+        await self._run(_storage.delete_record, self.tenant_for(), conversation_id,
+                        expected_revision)
+
+    async def read_entry(self, entry_id: str) -> ConversationEntry:
+        """One entry of the current tenant's conversations (``SessionNotFound``, a
+        ``LookupError``, if none holds it). Histories are read whole by ``read_history``."""
+        _, entry = await self._run(_storage.find_entry, self.tenant_for(), entry_id)
+        self._remember(entry.message)
+        return entry
+
+    async def read_history(self, head_id: str | None, *,
+                           limit: int | None = None) -> list[ConversationEntry]:
+        """The entries up to ``head_id`` (the last ``limit`` of them), read from its
+        session's newest messages in one query (a longer window only when needed)."""
+        if head_id is None:
+            return []
+        tenant = self.tenant_for()
+        session_id = self._heads.get(head_id)
+        if session_id is None:
+            session_id, _ = await self._run(_storage.find_entry, tenant, head_id)
+        entries = await self._run(_storage.read_log, tenant, session_id, head_id, limit)
+        for entry in entries:
+            self._remember(entry.message)
+        return entries
+
+    # -- what the history capability asks ---------------------------------------------------
+
+    def holds(self, message: ModelMessage) -> bool:
+        """Whether ``message`` is one this store loaded (chatkeep's history stands for it
+        in a request), or a copy of one (a run resumed with deferred tool results copies
+        the response it resumes); a run's own messages are not."""
+        held = self._handed.get(id(message))
+        if held is not None and held[0]() is message:
+            return True
+        conversation = message.conversation_id
+        return any(conversation == kept_in and (kept := ref()) is not None and kept == message
+                   for ref, kept_in in self._handed.copy().values())
+
+    async def prepare_request(self, tenant: Ref, conversation_id: str,
+                              own: Sequence[ModelMessage],
+                              instructions: Sequence[str]) -> PreparedRequest:
+        """The request for a run of ``conversation_id``: chatkeep's budgeted history of the
+        stored conversation, then ``own``, with ``instructions``, all through the
+        session's egress (see :class:`ChatkeepHistory`)."""
+        return await self._run(_prepare, self.place(tenant), conversation_id, list(own),
+                               list(instructions))
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(core, *args)``: on the async keep's bridge, or in this thread."""
+        if isinstance(self.keep, AsyncChatkeep):
+            core = await self.keep.core()
+            return await self.keep.run(fn, core, *args)
+        return fn(self.keep, *args)
+
+    def _remember_head(self, head_id: str, session_id: str) -> None:
+        self._heads[head_id] = session_id
+        self._heads.move_to_end(head_id)
+        while len(self._heads) > _HEADS_KEPT:
+            self._heads.popitem(last=False)
+
+    def _remember(self, message: ModelMessage) -> None:
+        key = id(message)
+        handed = self._handed
+        handed[key] = (weakref.ref(message, lambda _: handed.pop(key, None)),
+                       message.conversation_id)
+
+
+def _prepare(core: Chatkeep, place: Place, key: str, own: list[ModelMessage],
+             instructions: list[str]) -> PreparedRequest:
+    session = _storage.open_session(core, place, key)
+    _storage.finish_delete(core, session)
+    return _request.prepare(core, session, own, instructions)
