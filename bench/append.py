@@ -1,7 +1,7 @@
 """Append throughput on SQLite: chatkeep beside the OpenAI Agents SDK's ``SQLiteSession``.
 
     pip install -e ".[bench]"      # the SDK, for this benchmark only
-    python bench/append.py [--appends 3000] [--block 25] [--dir DIR]
+    python bench/append.py [--appends 3000] [--block 25] [--dir DIR] [--markdown]
 
 Both stores write one user message per transaction to one session in a SQLite file in
 WAL mode, on the same disk, at matched durability: ``synchronous=FULL`` (every commit
@@ -14,7 +14,8 @@ ratio is against the SDK at the same level, within this run.
 The SDK is used as documented: ``await session.add_items([item])`` (its writes run on a
 worker thread; that cost is part of its API). Before the timed run, one untimed block
 per store measures what an append costs the database: statements sent to SQLite and WAL
-frames (4 KiB pages) written per append.
+frames (4 KiB pages) written per append. The output is Markdown (``--markdown`` is
+accepted, so ``bench/report.py`` calls every bench alike).
 """
 
 from __future__ import annotations
@@ -180,6 +181,8 @@ def main() -> None:
     parser.add_argument("--block", type=int, default=25)
     parser.add_argument("--dir", type=Path, default=None,
                         help="folder for the database files (default: a temporary one)")
+    parser.add_argument("--markdown", action="store_true",
+                        help="Markdown output (it is already; for bench/report.py)")
     args = parser.parse_args()
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 the SDK's own ``SQLAlchemySession``, on PostgreSQL and SQLite, in one run.
 
     python bench/async_load.py [--postgres URL] [--seconds 4] [--rounds 3] [--concurrency 16]
-                               [--no-postgres | --no-sqlite]
+                               [--no-postgres | --no-sqlite] [--markdown]
 
 Turns: the request an application serves (``add_user``, ``build_history``,
 ``add_assistant`` with usage), 6,000-token budget; summaries offline (extractive, CPU
@@ -18,7 +18,8 @@ asyncpg); they alternate, ``--rounds`` runs of each, added up. Agents SDK: per t
 10,000 items, chatkeep's ``ChatkeepSession`` (a budgeted history) beside
 ``SQLAlchemySession`` (every stored item), same database and async driver, same loop,
 taking turns alternately. Figures are ratios from one run on one machine; absolute
-numbers are for context.
+numbers are for context. The output is Markdown; ``--markdown`` also makes the lines
+under each turns table a list.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ CONFIG = {"chat": {"max_history_tokens": 6000}, "memory": {"distil_on_compress":
 MODEL_SECONDS = 0.3
 """A summariser call's latency in the model rows (a small hosted model folding ~5k tokens
 takes longer; 0.3 s understates what overlapping it is worth)."""
+BULLET = {"prefix": ""}
+"""What starts each line under a turns table ("- " with ``--markdown``: a list)."""
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:
@@ -249,14 +252,16 @@ def turns_table(url: str, args: argparse.Namespace, base_url: str | None) -> Non
               f"{c * 1000:.2f} ms | {c * r:.0%} |")
     target, *others = loops
     arate, _, acpu = loops[target].figures()
-    print(f"\nasync ({target}) / sync turns/s: **{arate / rate:.2f}x** "
+    dash = BULLET["prefix"]
+    print(f"\n{dash}async ({target}) / sync turns/s: **{arate / rate:.2f}x** "
           "(target >= 1.5x on PostgreSQL)")
     for label in others:
-        print(f"async ({label}) / sync turns/s: {loops[label].figures()[0] / rate:.2f}x")
+        print(f"{dash}async ({label}) / sync turns/s: {loops[label].figures()[0] / rate:.2f}x")
     # One loop is one core: it cannot serve more turns/s than 1 / its CPU per turn, and
     # the sync loop's turns/s is 1 / (its CPU + its waits), so this is the most overlap
     # (of waits with other sessions' work) can give.
-    print(f"one loop's ceiling at the {target} CPU per turn: {1 / (acpu * rate):.2f}x\n")
+    print(f"{dash}one loop's ceiling at the {target} CPU per turn: "
+          f"{1 / (acpu * rate):.2f}x\n")
 
 
 def report(label: str, url: str, args: argparse.Namespace) -> None:
@@ -290,7 +295,11 @@ def main() -> None:
     parser.add_argument("--sdk-turns", type=int, default=100)
     parser.add_argument("--no-sqlite", action="store_true")
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--markdown", action="store_true",
+                        help="the lines under each turns table as a Markdown list")
     args = parser.parse_args()
+    if args.markdown:
+        BULLET["prefix"] = "- "
     from chatkeep.testing.postgres import scratch_schema
 
     if not args.no_postgres:

@@ -1,7 +1,9 @@
 """Memory distiller bookkeeping on the labelled conversation set (prints markdown).
 
-Run from the repository root: ``python bench/memory_eval.py [DATABASE_URL]``
-(default: a fresh SQLite file in a temporary directory).
+Run from the repository root: ``python bench/memory_eval.py [DATABASE_URL] [--markdown]``
+(default: a fresh SQLite file in a temporary directory). The output is Markdown
+(``--markdown`` is accepted, so ``bench/report.py`` calls every bench alike); the exit
+status is 1 when a bookkeeping check fails.
 
 Every conversation in ``tests/data/memory/conversations.jsonl`` is loaded into its
 own session (tenant / actor / subject as labelled, tool calls included) and
@@ -18,6 +20,7 @@ nothing, and that recall never hands a memory to a session outside its scope.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import tempfile
@@ -257,8 +260,13 @@ def markdown(report: Report) -> str:
 
 
 def main(argv: Sequence[str]) -> int:
-    if len(argv) > 1:
-        report = run(argv[1])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("url", nargs="?", help="a fresh database (default: SQLite, temporary)")
+    parser.add_argument("--markdown", action="store_true",
+                        help="Markdown output (it is already; for bench/report.py)")
+    args = parser.parse_args(argv[1:])
+    if args.url:
+        report = run(args.url)
     else:
         with tempfile.TemporaryDirectory() as tmp:
             report = run(f"sqlite:///{Path(tmp) / 'memory_eval.db'}")

@@ -2,7 +2,8 @@
 
 Run from the repository root: ``python bench/names.py`` (prints markdown);
 ``--errors`` also lists every miss and false alarm (look at the held-out set's
-only to report them, never to tune on them).
+only to report them, never to tune on them); ``--markdown`` prints the timing lines
+under the table as a list.
 
 The sets (``tests/data/pii/names.jsonl``, the development set the recognizer
 was tuned on, and ``names_holdout.jsonl``, written before the recognizer and not
@@ -145,7 +146,10 @@ def main() -> None:
     """Print the markdown report."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--errors", action="store_true", help="list misses and false alarms")
+    parser.add_argument("--markdown", action="store_true",
+                        help="the timing lines under the table as a Markdown list")
     args = parser.parse_args()
+    dash = "- " if args.markdown else ""
     detector = PiiDetector()
     print("## PERSON without NER (PersonRecognizer, default detector)\n")
     print("| set | messages | names (cued) | precision | recall, cued | recall, all |")
@@ -161,8 +165,9 @@ def main() -> None:
         )
         texts += [json.loads(line)["text"] for line in (DATA / name).open(encoding="utf-8")]
     median, worst = timing(texts)
-    print(f"\nTime: median {median:.3f} ms per KB of these messages (PersonRecognizer alone).")
-    print("Adversarial 100 KB inputs, ms per KB: ", end="")
+    print(f"\n{dash}Time: median {median:.3f} ms per KB of these messages "
+          "(PersonRecognizer alone).")
+    print(f"{dash}Adversarial 100 KB inputs, ms per KB: ", end="")
     print(", ".join(f"{name} {ms:.2f}" for name, ms in worst.items()))
     if args.errors:
         for name, lines in errors.items():

@@ -1,7 +1,7 @@
 """What summaries cost: tokens fed to the summariser and calls, chatkeep beside langmem.
 
     .venv/bin/pip install -e '.[bench]'     # langmem (and compaction-conformance-kit)
-    .venv/bin/python bench/summary_economics.py [--turns 400] [--budget 6000]
+    .venv/bin/python bench/summary_economics.py [--turns 400] [--budget 6000] [--markdown]
 
 One run, the same texts for both: a 400-turn conversation (200 user and 200 assistant
 messages of 30 to 150 words, deterministic) kept within a 6000-token history budget with a
@@ -39,6 +39,9 @@ messages (the question being answered, or chatkeep's protected tail) stay verbat
   conversation's tokens; U the most of it that can still be unsummarised at the end, the
   longest run of last messages that fits the budget beside the system prompt and a
   summary of s_(C_min), plus the final answer (no history is built after it).
+
+The output is Markdown (``--markdown`` is accepted, so ``bench/report.py`` calls every
+bench alike).
 """
 
 from __future__ import annotations
@@ -217,6 +220,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=400)
     parser.add_argument("--budget", type=int, default=6000)
+    parser.add_argument("--markdown", action="store_true",
+                        help="Markdown output (it is already; for bench/report.py)")
     args = parser.parse_args()
     texts = conversation(args.turns)
     total = sum(COUNTER.count(text) for _, text in texts)

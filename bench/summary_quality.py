@@ -2,6 +2,7 @@
 
     .venv/bin/pip install -e '.[bench]'     # compaction-conformance-kit (and langmem)
     .venv/bin/python bench/summary_quality.py [--seeds 1-4] [--rounds 5] [--json out.json]
+                                              [--markdown]
 
 The kit (``compaction-conformance-kit`` on PyPI) plants typed items in a conversation
 (safety rules, hard constraints, facts, goal state, user preferences: four of each, two of
@@ -26,7 +27,8 @@ only what the summary kept is still there. The output measured is the history
 ``build_history`` returns, as ``[role] text`` lines, within the round's character budget.
 
 Every figure is printed twice: with the kit's type labels ("SAFETY RULE: ...") in the
-conversation, and with them stripped, since a real user never labels a rule.
+conversation, and with them stripped, since a real user never labels a rule. The output
+is Markdown (``--markdown`` is accepted, so ``bench/report.py`` calls every bench alike).
 """
 
 from __future__ import annotations
@@ -281,6 +283,8 @@ def main() -> None:
     parser.add_argument("--seeds", default="1-4", help="kit corpus seeds, e.g. 1-4")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--markdown", action="store_true",
+                        help="Markdown output (it is already; for bench/report.py)")
     args = parser.parse_args()
     first, _, last = args.seeds.partition("-")
     seeds = range(int(first), int(last or first) + 1)

@@ -173,3 +173,28 @@ def test_sessions_by_the_applications_key(tmp_path: Path) -> None:
     assert history.exit_code == 0 and "other" in history.output
     nameless = runner.invoke(app, ["sessions", "show", "support-4711", "--db", url])
     assert nameless.exit_code == 1 and "SessionNotFound" in nameless.output
+
+
+def test_history_previews_unless_asked_to_fold(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    settings = ["--db", url]
+    with Chatkeep(url, config={"chat": {"max_history_tokens": 600,
+                                        "recent_messages_min": 2}}) as keep:
+        session = keep.sessions.create(tenant=Ref("organization", 7))
+        for i in range(8):
+            session.add_user(f"U{i} " + "question " * 40)
+            session.add_assistant(f"A{i} " + "answer " * 40)
+    env = {"CHATKEEP_CHAT__MAX_HISTORY_TOKENS": "600", "OPENAI_API_KEY": "",
+           "OPENAI_BASE_URL": ""}
+    preview = runner.invoke(app, ["history", session.id, *settings], env=env)
+    assert preview.exit_code == 0, preview.output
+    assert len(json.loads(preview.stdout)) == 16  # everything, nothing folded
+    assert "the next call folds" in preview.stderr
+    with Chatkeep(url) as keep:
+        row = keep.sessions.get_unscoped(session.id).row
+        assert (row.summary_watermark, row.total_tokens) == (0, 0)
+    folded = runner.invoke(app, ["history", session.id, "--fold", *settings], env=env)
+    assert folded.exit_code == 0, folded.output
+    assert len(json.loads(folded.stdout)) < 16
+    with Chatkeep(url) as keep:
+        assert keep.sessions.get_unscoped(session.id).summary_watermark > 0

@@ -10,6 +10,7 @@ from chatkeep import __version__
 from chatkeep.cli.common import ChatkeepGroup, log_to_stderr
 from chatkeep.cli.db import db_app
 from chatkeep.cli.demo import demo
+from chatkeep.cli.inspect import inspect
 from chatkeep.cli.memories import memories_app, sweep
 from chatkeep.cli.privacy import privacy_app
 from chatkeep.cli.sessions import history, sessions_app, usage
@@ -27,6 +28,7 @@ app.add_typer(db_app, name="db")
 app.command()(sweep)
 app.add_typer(memories_app, name="memories")
 app.add_typer(privacy_app, name="privacy")
+app.command()(inspect)
 
 
 def _version(value: bool) -> None:

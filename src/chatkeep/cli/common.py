@@ -27,7 +27,6 @@ from typer.core import TyperGroup
 from chatkeep.app import Chatkeep
 from chatkeep.config import Config
 from chatkeep.errors import ChatkeepError, StoreError
-from chatkeep.history.summary import StructuredSummary
 from chatkeep.refs import Ref
 from chatkeep.sessions import ChatSession
 from chatkeep.store import migrate
@@ -345,9 +344,3 @@ class ChatkeepGroup(TyperGroup):
                 log.error("unexpected error", exc_info=True)
             fail(f"unexpected {type(exc).__name__}: {exc} (run with -v for the traceback; "
                  "please report it)")
-
-
-def readable_summary(stored: str | None) -> str:
-    """A stored summary as people read it (structured ones rendered by section)."""
-    summary = StructuredSummary.load(stored)
-    return summary.render() if summary is not None else ""

@@ -19,6 +19,7 @@ from chatkeep.cli.common import (
     fail,
     require_existing,
 )
+from chatkeep.config import Config
 from chatkeep.errors import ChatkeepError, StoreError
 from chatkeep.store import migrate
 from chatkeep.store.connections import store_error
@@ -40,7 +41,9 @@ def _database(db: str, *, existing: bool = True) -> Iterator[Engine]:
         require_existing(db, schema=False)
     engine = None
     try:
-        engine = make_engine(db)
+        # store.prepared_statements from the environment / CHATKEEP_CONFIG, as the API
+        # reads it (behind PgBouncer in transaction mode)
+        engine = make_engine(db, prepared_statements=Config.load().store.prepared_statements)
         yield engine
     except ChatkeepError as exc:
         fail(explain_store_error(db, str(exc)) if isinstance(exc, StoreError) else str(exc))

@@ -20,7 +20,6 @@ from chatkeep.cli.common import (
     DbOption,
     console,
     open_keep,
-    readable_summary,
     safe,
 )
 from chatkeep.importing import ImportedMessage, append_all, parse_lines
@@ -82,13 +81,13 @@ def demo(db: DbOption = DEMO_DB,
                           f"{history.tokens:>8} / {budget:<12}  {session.summary_watermark:>9}"
                           + flag)
             if fired:
-                excerpt = readable_summary(session.summary).replace("\n", " ")
+                excerpt = (session.summary or "").replace("\n", " ")
                 console.print(f"      [dim]summary v{session.row.summary_version} now covers "
                               f"seq 1-{session.summary_watermark}, ending: "
                               f"…{safe(excerpt[-160:])}[/dim]")
 
         append_all(session, messages, after_append)
-        console.print(Panel(safe(readable_summary(session.summary)
+        console.print(Panel(safe((session.summary or "")
                                  or "(no summary: the conversation fit)"),
                             title=f"summary (watermark seq {session.summary_watermark}, "
                                   f"version {session.row.summary_version})"))

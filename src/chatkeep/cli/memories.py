@@ -18,7 +18,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.progress import Progress
-from rich.table import Table
 
 from chatkeep.app import Chatkeep
 from chatkeep.cli.common import (
@@ -35,6 +34,7 @@ from chatkeep.cli.common import (
     require_ref,
     safe,
 )
+from chatkeep.cli.tables import number, short_ids, table, when
 from chatkeep.config import parse_duration
 from chatkeep.errors import ConfigError, DistillationError
 from chatkeep.memory.scopes import Scope
@@ -79,23 +79,29 @@ def sweep(idle_after: Annotated[str | None, typer.Option(
         if not claimed:
             console.print("nothing to distil")
             return
-        table = Table("tenant", "seq", "new", "superseded", "dupes", "status")
-        table.add_column("session", no_wrap=True, min_width=36)
+        sessions = [keep.sessions.get_unscoped(session_id) for session_id in claimed]
+        ids = short_ids(s.id for s in sessions)
+        grid = table(("session", "id"), ("tenant", "text"), ("seq", "number"),
+                     ("new", "number"), ("superseded", "number"), ("dupes", "number"),
+                     ("status", "text"))
         failures = 0
         with Progress(console=console, transient=True) as progress:
-            task = progress.add_task("distilling", total=len(claimed))
-            for session_id in claimed:
-                session = keep.sessions.get(session_id)
+            # Counted in messages, not sessions: one long session is most of the work.
+            task = progress.add_task("distilling messages", total=sum(
+                max(s.message_count - s.row.distilled_through, 0) for s in sessions))
+            for session in sessions:
                 try:
                     r = keep.memory.distil(session)
-                    table.add_row(safe(session.tenant), str(r.distilled_through), str(r.added),
-                                  str(r.superseded), str(r.duplicates), "ok", session_id)
+                    grid.add_row(ids[session.id], safe(session.tenant),
+                                 number(r.distilled_through), number(r.added),
+                                 number(r.superseded), number(r.duplicates), "ok")
                 except DistillationError as exc:
                     failures += 1
-                    table.add_row(safe(session.tenant), "-", "-", "-", "-",
-                                  f"[red]failed[/red]: {safe(exc)}", session_id)
-                progress.advance(task)
-        console.print(table)
+                    grid.add_row(ids[session.id], safe(session.tenant), "-", "-", "-", "-",
+                                 f"[red]failed[/red]: {safe(exc)}")
+                progress.advance(task, max(session.message_count - session.row.distilled_through,
+                                           0))
+        console.print(grid)
         console.print(f"{len(claimed) - failures} distilled, {failures} failed")
         if failures:
             raise typer.Exit(1)
@@ -113,6 +119,8 @@ def list_memories(tenant: TenantArg,
                       "--all", help="Include superseded memories.")] = False,
                   limit: Annotated[int, typer.Option(
                       min=1, max=INT32_MAX, help="At most this many memories.")] = 100,
+                  wide: Annotated[bool, typer.Option(
+                      "--wide", help="Every column, for a wide terminal.")] = False,
                   as_json: JsonOption = False, db: DbOption = DEFAULT_DB) -> None:
     """A tenant's memories, newest first."""
     tenant_ref = require_ref(tenant, "tenant")
@@ -126,12 +134,22 @@ def list_memories(tenant: TenantArg,
                          "content": m.content, "updated_at": m.updated_at.isoformat(),
                          "superseded_by": m.superseded_by} for m in rows])
             return
-        table = Table("id", "scope", "about", "memory", "updated", "superseded by")
+        superseded = include_superseded or wide
+        columns = [("id", "number"), ("scope", "text"), ("about", "text"), ("memory", "text")]
+        if wide:
+            columns.append(("updated", "time"))
+        if superseded:
+            columns.append(("superseded by", "number"))
+        grid = table(*columns)
         for m in rows:
-            table.add_row(str(m.id), m.scope, safe(m.subject or m.actor or "-"), safe(m.content),
-                          m.updated_at.strftime("%Y-%m-%d %H:%M"),
-                          "-" if m.superseded_by is None else str(m.superseded_by))
-        console.print(table)
+            cells = [str(m.id), str(m.scope), safe(m.subject or m.actor or "-"),
+                     safe(m.content)]
+            if wide:
+                cells.append(when(m.updated_at))
+            if superseded:
+                cells.append("-" if m.superseded_by is None else str(m.superseded_by))
+            grid.add_row(*cells)
+        console.print(grid)
         console.print(recall_note(keep, tenant_ref))
 
 

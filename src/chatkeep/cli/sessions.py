@@ -6,6 +6,7 @@ None of them creates a database: a missing SQLite file is an error naming it.
 from __future__ import annotations
 
 import json
+import re
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -20,16 +21,17 @@ from chatkeep.cli.common import (
     JsonOption,
     TenantOption,
     console,
+    err_console,
     open_keep,
     parse_range,
     parse_ref,
     print_json,
-    readable_summary,
     ref_json,
     require_ref,
     safe,
     session_json,
 )
+from chatkeep.cli.tables import number, short_ids, table, when
 from chatkeep.errors import InvalidArgument, SessionNotFound
 from chatkeep.messages import Message, Role
 from chatkeep.refs import Ref
@@ -39,7 +41,8 @@ from chatkeep.validation import INT32_MAX
 sessions_app = typer.Typer(help="List and inspect sessions.", no_args_is_help=True)
 
 SessionIdArg = Annotated[str, typer.Argument(
-    help="The session id (a UUID), or with --tenant the application's key for it.",
+    help="The session id, a unique start of it (as 'sessions list' shows ids), or with "
+         "--tenant the application's key for the session.",
     show_default=False)]
 TAIL_DEFAULT = 50
 
@@ -52,6 +55,10 @@ class WireFormatName(StrEnum):
     ANTHROPIC_MESSAGES = "anthropic_messages"
 
 
+WideOption = Annotated[bool, typer.Option(
+    "--wide", help="Whole ids and every column, for a wide terminal.")]
+
+
 @sessions_app.command("list")
 def list_sessions(tenant: Annotated[str, typer.Option(help="Tenant as TYPE:ID.",
                                                       show_default=False)],
@@ -61,8 +68,10 @@ def list_sessions(tenant: Annotated[str, typer.Option(help="Tenant as TYPE:ID.",
                       help="Only sessions about this subject, TYPE:ID.")] = None,
                   limit: Annotated[int, typer.Option(
                       min=1, max=INT32_MAX, help="At most this many sessions.")] = 50,
+                  wide: WideOption = False,
                   as_json: JsonOption = False, db: DbOption = DEFAULT_DB) -> None:
-    """A tenant's sessions, most recently active first."""
+    """A tenant's sessions, most recently active first. Ids are shown by their shortest
+    unique prefix, which every command accepts."""
     tenant_ref = require_ref(tenant, "tenant")
     actor_ref, subject_ref = parse_ref(actor, "actor"), parse_ref(subject, "subject")
     with open_keep(db, existing=True) as keep:
@@ -71,34 +80,67 @@ def list_sessions(tenant: Annotated[str, typer.Option(help="Tenant as TYPE:ID.",
         if as_json:
             print_json([session_json(s) for s in rows])
             return
-        table = Table()
-        # Ids are what the next command needs: never wrapped, never cut.
-        table.add_column("id", no_wrap=True, min_width=36, overflow="ignore")
-        for header in ("key", "actor", "subject", "messages", "billed tokens", "watermark",
-                       "last message"):
-            table.add_column(header)
-        for s in rows:
-            table.add_row(s.id, safe(s.key or "-"), safe(s.actor or "-"), safe(s.subject or "-"),
-                          str(s.message_count), str(s.total_tokens), str(s.summary_watermark),
-                          s.row.last_message_at.strftime("%Y-%m-%d %H:%M"))
-        console.print(table)
         if not rows:
             console.print(f"no sessions for {safe(tenant_ref)}")
+            return
+        ids = short_ids((s.id for s in rows), wide=wide)
+        columns = [("id", "id"), ("key", "text"), ("actor", "text")]
+        if wide:
+            columns += [("subject", "text"), ("watermark", "number")]
+        grid = table(*columns, ("messages", "number"), ("tokens", "number"),
+                     ("last message", "time"))
+        for s in rows:
+            cells = [ids[s.id], safe(s.key or "-"), safe(s.actor or "-")]
+            if wide:
+                cells += [safe(s.subject or "-"), number(s.summary_watermark)]
+            grid.add_row(*cells, number(s.message_count), number(s.total_tokens),
+                         when(s.row.last_message_at))
+        console.print(grid)
 
 
 def find_session(keep: Chatkeep, name: str, tenant: Ref | None) -> ChatSession:
-    """The session with id ``name``, or, for a tenant, the one its application calls
-    ``name`` (a key): commands take whichever the user has at hand."""
+    """The session ``name`` names: its id, a unique prefix of its id (as ``sessions list``
+    shows them), or, for a tenant, the application's key for it. Commands take whichever
+    the user has at hand."""
     try:
-        return keep.sessions.get(name, tenant=tenant)
+        return _load(keep, name, tenant)
     except SessionNotFound:
-        if tenant is None:
-            raise
+        pass
+    if tenant is not None:
         try:
             return keep.sessions.by_key(name, tenant)
         except (SessionNotFound, InvalidArgument):
-            raise SessionNotFound(f"no session with id or key {name!r} for tenant "
-                                  f"{tenant}") from None
+            pass
+    if ID_PREFIX.fullmatch(name):
+        matches = keep.repository.session_ids_starting(name.lower(), tenant)
+        if len(matches) == 1:
+            return _load(keep, matches[0], tenant)
+        if matches:
+            raise InvalidArgument(f"{name!r} starts more than one session id "
+                                  f"({', '.join(matches)}, ...): give more of it")
+    raise SessionNotFound(f"no session with id, id prefix or key {name!r}"
+                          + (f" for tenant {tenant}" if tenant else ""))
+
+
+def _load(keep: Chatkeep, session_id: str, tenant: Ref | None) -> ChatSession:
+    """The operator's tool reads any tenant's session unless told which tenant to stay in."""
+    if tenant is None:
+        return keep.sessions.get_unscoped(session_id)
+    return keep.sessions.get(session_id, tenant=tenant)
+
+
+#: What may be the start of a session id: four or more of its characters.
+ID_PREFIX = re.compile(r"[0-9a-fA-F][0-9a-fA-F-]{3,35}")
+
+
+def redaction(keep: Chatkeep, session: ChatSession) -> str:
+    """Whether the session's text leaves redacted, and which switch decides it: both the
+    application's and the session's must be on (the session's alone shows nothing)."""
+    if keep.privacy.redacts(session):
+        return "redacted"
+    if not session.anonymize_pii:
+        return "not redacted (the session's switch is off)"
+    return "not redacted (the application's switch, privacy.anonymize_pii, is off)"
 
 
 def _describe(message: Message) -> str:
@@ -138,7 +180,8 @@ def show(session_id: SessionIdArg, tenant: TenantOption = None,
         shown = messages if count is None else messages[len(messages) - count:] \
             if count else []
         if as_json:
-            print_json({**session_json(s), "summary": readable_summary(s.summary),
+            print_json({**session_json(s), "summary": s.summary,
+                        "redacted": keep.privacy.redacts(s),
                         "conversation_tokens": size,
                         "messages": [_message_json(m) for m in shown]})
             return
@@ -148,12 +191,12 @@ def show(session_id: SessionIdArg, tenant: TenantOption = None,
                       f"subject {safe(s.subject or '-')}")
         console.print(f"messages {s.message_count} · conversation {size} tokens (stored "
                       f"messages) · billed {s.total_tokens} tokens (usage ledger) · "
-                      f"anonymize_pii {s.anonymize_pii} · closed {s.closed}")
+                      f"{redaction(keep, s)} · closed {s.closed}")
         console.print(f"summary watermark {s.summary_watermark} "
                       f"(version {s.row.summary_version}) · distilled through "
                       f"{s.row.distilled_through}")
         if s.summary:
-            console.print(f"[bold]summary[/bold]\n{safe(readable_summary(s.summary))}")
+            console.print(f"[bold]summary[/bold]\n{safe(s.summary)}")
         table = Table("seq", "role", "content", "tokens", show_lines=True)
         for m in shown:
             role = m.role.value if m.role is not Role.TOOL else f"tool ← {safe(m.tool_call_id)}"
@@ -172,20 +215,33 @@ def history(session_id: SessionIdArg,
             wire_format: Annotated[WireFormatName, typer.Option(
                 "--format", help="Wire format of the messages.")]
             = WireFormatName.OPENAI_CHAT,
+            fold: Annotated[bool, typer.Option(
+                "--fold", help="Do what the next real call does: fold an over-budget "
+                "history into the summary first (calls the summariser, stores the summary "
+                "and bills the tenant).")] = False,
             tenant: TenantOption = None, db: DbOption = DEFAULT_DB,
             config: ConfigOption = None) -> None:
-    """Print the exact messages build_history sends next, as JSON (compresses first when
-    the session is over budget, as the real call does)."""
+    """Print the messages the model would receive next, as JSON. A preview by default:
+    nothing is folded, stored or billed (stderr says how many messages the next call
+    would fold); --fold builds them as the real call does."""
     tenant_ref = parse_ref(tenant, "tenant")
     with open_keep(db, config, existing=True) as keep:
         s = find_session(keep, session_id, tenant_ref)
-        build: Any = keep.compressor.build_history  # one of FORMATS, by the enum
+        # One of FORMATS, by the enum.
+        build: Any = keep.compressor.build_history if fold else \
+            keep.compressor.preview_history
         built = build(s, system, format=wire_format.value)
         data: Any = list(built)
         system_part = getattr(built, "system", None)
         if system_part is not None:
             data = {"system": system_part, "messages": data}
         print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+        info = built.info
+        if info.would_fold:
+            err_console.print(f"preview: the next call folds {info.would_fold} messages "
+                              "into the summary (--fold to do it now)")
+        elif info.compressed:
+            err_console.print("folded into the summary first, as the real call does")
 
 
 def usage(tenant: TenantOption = None,
@@ -210,10 +266,12 @@ def usage(tenant: TenantOption = None,
                                    "completion_tokens": line.completion_tokens,
                                    "total_tokens": line.total_tokens} for line in lines]})
             return
-        table = Table("tenant", "purpose", "model", "calls", "prompt", "completion", "total")
+        grid = table(("tenant", "text"), ("purpose", "text"), ("model", "text"),
+                     ("calls", "number"), ("prompt", "number"), ("completion", "number"),
+                     ("total", "number"))
         for line in lines:
-            table.add_row(safe(line.tenant), line.purpose, safe(line.model or "-"),
-                          str(line.calls), str(line.prompt_tokens),
-                          str(line.completion_tokens), str(line.total_tokens))
-        console.print(table)
+            grid.add_row(safe(line.tenant), line.purpose, safe(line.model or "-"),
+                         number(line.calls), number(line.prompt_tokens),
+                         number(line.completion_tokens), number(line.total_tokens))
+        console.print(grid)
         console.print(f"total tokens: {total}")

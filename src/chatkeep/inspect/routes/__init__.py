@@ -1,0 +1,1 @@
+"""The inspector's views, one module per page family; each exports ``ROUTES``."""

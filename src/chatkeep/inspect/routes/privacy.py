@@ -1,0 +1,49 @@
+"""A session's redaction: the switches, its placeholder mapping, which detector reports each
+value's type, and the values themselves only on a granted reveal."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from chatkeep.inspect.context import Inspector, inspector_of
+from chatkeep.inspect.masking import Masker, detectors_by_type, open_vault
+from chatkeep.inspect.routes.reveal import reveal_endpoint
+from chatkeep.privacy.vault import is_sealed
+from chatkeep.store.rows import SessionRow
+
+
+def _page(request: Request, ins: Inspector, row: SessionRow, masker: Masker, *,
+          reveal_message: str | None = None, status: int = 200) -> Response:
+    config = ins.keep.config.privacy
+    redacts = row.anonymize_pii and (config.anonymize_pii or row.pii_protected)
+    vault, problem = (masker.vault, None) if masker.revealed else \
+        open_vault(row.pii_vault, ins.vault_key)
+    detectors = detectors_by_type(ins.keep.privacy.redactor.detector)
+    entries = [{"placeholder": placeholder, "type": entity_type,
+                "detectors": detectors.get(entity_type, []),
+                "value": value if masker.revealed else None}
+               for placeholder, entity_type, _canonical, value in
+               ((p, t, c, v) for (p, v), (t, c, _) in zip(vault.items(), vault.entries(),
+                                                          strict=True))]
+    return ins.render(
+        request, "privacy.html", status, row=row, redacts=redacts, entries=entries,
+        problem=problem if row.pii_vault is not None else None, masker=masker,
+        sealed=row.pii_vault is not None and is_sealed(row.pii_vault),
+        app_switch=config.anonymize_pii, reveal_message=reveal_message, tab="privacy",
+        title=f"Privacy of {row.key or row.id}")
+
+
+def privacy_page(request: Request) -> Response:
+    """``GET /sessions/{id}/privacy``: placeholders only."""
+    ins = inspector_of(request)
+    row = ins.session(request.path_params["session_id"])
+    return _page(request, ins, row, ins.masker(row.pii_vault))
+
+
+ROUTES = [
+    Route("/sessions/{session_id}/privacy", privacy_page, name="privacy"),
+    Route("/sessions/{session_id}/privacy", reveal_endpoint("privacy", _page),
+          methods=["POST"]),
+]

@@ -1,0 +1,48 @@
+"""The reveal action every session page shares: a keyed, logged form post that renders the
+same page with the stored values instead of placeholders."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from chatkeep.inspect.context import Inspector, client_of, form_field, inspector_of
+from chatkeep.inspect.masking import Masker, check_reveal, log_reveal
+from chatkeep.store.rows import SessionRow
+
+
+class SessionPage(Protocol):
+    """Renders one page of a session with a masker (and a reveal verdict to show)."""
+
+    def __call__(self, request: Request, ins: Inspector, row: SessionRow, masker: Masker, *,
+                 reveal_message: str | None = None, status: int = 200) -> Response:
+        """The page."""
+        ...
+
+
+def reveal_endpoint(page: str, render: SessionPage) -> Callable[[Request],
+                                                                 Awaitable[Response]]:
+    """``POST`` handler for the session page ``page`` (named in the audit log): granted,
+    the page shows stored values; refused, it shows placeholders and why (403)."""
+
+    def revealed(request: Request, typed: str) -> Response:
+        ins = inspector_of(request)
+        row = ins.session(request.path_params["session_id"])
+        verdict = check_reveal(enabled=ins.reveal, typed_key=typed, blob=row.pii_vault,
+                               configured_key=ins.vault_key)
+        log_reveal(verdict, page=f"session {row.id} {page}", client=client_of(request))
+        if not verdict.granted:
+            return render(request, ins, row, ins.masker(row.pii_vault),
+                          reveal_message=verdict.message, status=403)
+        return render(request, ins, row, Masker(None, verdict.vault),
+                      reveal_message=verdict.message)
+
+    async def endpoint(request: Request) -> Response:
+        typed = await form_field(request, "key")
+        return await run_in_threadpool(revealed, request, typed)
+
+    return endpoint

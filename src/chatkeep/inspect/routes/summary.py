@@ -1,0 +1,65 @@
+"""A session's structured summary (items by type, narrative) and its folds, as far as the
+store records them: the summariser calls in the ledger (tokens in and out, model, time),
+the newest message stored before each call, the fold that last touched each item, and
+the current watermark and version."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from chatkeep.history.summary import SECTIONS, StructuredSummary
+from chatkeep.inspect import queries
+from chatkeep.inspect.context import Inspector, inspector_of
+from chatkeep.inspect.masking import Masker
+from chatkeep.inspect.routes.reveal import reveal_endpoint
+from chatkeep.store.rows import SessionRow
+
+FOLD_ROWS = 200
+
+
+def _page(request: Request, ins: Inspector, row: SessionRow, masker: Masker, *,
+          reveal_message: str | None = None, status: int = 200) -> Response:
+    summary = StructuredSummary.load(row.summary)
+    sections: list[tuple[str, list[Any]]] = []
+    by_fold: dict[int, list[str]] = defaultdict(list)
+    narrative = ""
+    tokens = 0
+    if summary is not None:
+        for kind, title in SECTIONS.items():
+            items = [(i.id, masker.restore_then_mask(i.text), i.touched)
+                     for i in summary.items if i.type is kind]
+            if items:
+                sections.append((title, items))
+        for item in summary.items:
+            by_fold[item.touched].append(item.id)
+        narrative = masker.restore_then_mask(summary.narrative)
+        tokens = ins.keep.counter.count(summary.render())
+    calls = list(reversed(queries.ledger_lines(ins.engine, queries.UsageFilter(
+        session_id=row.id, purpose="summary"), limit=FOLD_ROWS)))
+    folds = [{"line": line, "through": queries.last_seq_before(ins.engine, row,
+                                                               line.created_at)}
+             for line in calls]
+    return ins.render(request, "summary.html", status, row=row, summary=summary,
+                      sections=sections, narrative=narrative, tokens=tokens, folds=folds,
+                      by_fold=dict(sorted(by_fold.items())), masker=masker,
+                      reveal_message=reveal_message, tab="summary", limit=FOLD_ROWS,
+                      title=f"Summary of {row.key or row.id}")
+
+
+def summary_page(request: Request) -> Response:
+    """``GET /sessions/{id}/summary``."""
+    ins = inspector_of(request)
+    row = ins.session(request.path_params["session_id"])
+    return _page(request, ins, row, ins.masker(row.pii_vault))
+
+
+ROUTES = [
+    Route("/sessions/{session_id}/summary", summary_page, name="summary"),
+    Route("/sessions/{session_id}/summary", reveal_endpoint("summary", _page),
+          methods=["POST"]),
+]

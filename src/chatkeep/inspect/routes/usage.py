@@ -1,0 +1,128 @@
+"""The usage ledger: by tenant, session, purpose and model, over time (inline SVG), each
+table exportable as CSV, and the reconciliation of the ledger with the sessions' totals."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from chatkeep.inspect import queries
+from chatkeep.inspect.context import (
+    choice_param,
+    date_param,
+    id_param,
+    inspector_of,
+    text_param,
+)
+from chatkeep.inspect.svg import bars, stacked_columns
+
+TABLES = ("tenants", "purposes", "models", "sessions", "time", "ledger")
+#: Rows of a table shown on the page (its CSV has them all, up to ``CSV_ROWS``).
+SHOWN = 50
+CSV_ROWS = 100_000
+TOKENS = ["calls", "prompt_tokens", "completion_tokens", "total_tokens"]
+
+
+def _tables(engine: Any, f: queries.UsageFilter, bucket: str,
+            limit: int) -> dict[str, tuple[list[str], list[list[Any]]]]:
+    """Every table of the page as (header, rows): at most ``limit`` rows of those that
+    grow with the data (tenants, models, sessions, ledger lines); every purpose and
+    period."""
+    def sums(row: queries.UsageRow) -> list[Any]:
+        return [row.calls, row.prompt_tokens, row.completion_tokens, row.total_tokens]
+
+    tenants = queries.usage_by(engine, f, "tenant", limit=limit)
+    purposes = queries.usage_by(engine, f, "purpose")
+    models = queries.usage_by(engine, f, "model", limit=limit)
+    sessions = queries.usage_by(engine, f, "session", limit=limit)
+    time = queries.usage_over_time(engine, f, bucket)
+    ledger = queries.ledger_lines(engine, f, limit=limit)
+    return {
+        "tenants": (["tenant", *TOKENS],
+                    [[f"{r.key[0]}:{r.key[1]}", *sums(r)] for r in tenants]),
+        "purposes": (["purpose", *TOKENS], [[r.key[0], *sums(r)] for r in purposes]),
+        "models": (["model", *TOKENS], [[r.key[0] or "-", *sums(r)] for r in models]),
+        "sessions": (["session", "key", "title", *TOKENS],
+                     [[r.key[0], r.key[1] or "", r.key[2] or "", *sums(r)]
+                      for r in sessions]),
+        "time": ([bucket, "purpose", *TOKENS], [[r.key[0], r.key[1], *sums(r)]
+                                                 for r in time]),
+        "ledger": (["created_at", "session", "tenant", "purpose", "model", "prompt_tokens",
+                    "completion_tokens"],
+                   [[line.created_at.isoformat(), line.session_id, str(line.tenant),
+                     line.purpose, line.model or "", line.prompt_tokens,
+                     line.completion_tokens] for line in ledger]),
+    }
+
+
+def _csv(name: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Response:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow([_cell(v) for v in row])
+    return Response(out.getvalue(), media_type="text/csv; charset=utf-8", headers={
+        "content-disposition": f'attachment; filename="chatkeep-usage-{name}.csv"',
+        "cache-control": "no-store"})
+
+
+def _cell(value: Any) -> Any:
+    """A cell that a spreadsheet will not run as a formula."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+def _time_chart(rows: list[list[Any]]) -> str:
+    buckets = sorted({r[0] for r in rows})
+    purposes = sorted({r[1] for r in rows})
+    index = {b: i for i, b in enumerate(buckets)}
+    series = []
+    for purpose in purposes:
+        values = [0] * len(buckets)
+        for r in rows:
+            if r[1] == purpose:
+                values[index[r[0]]] += int(r[5])
+        series.append((purpose, values))
+    return stacked_columns(buckets, series) if buckets else ""
+
+
+def usage_page(request: Request) -> Response:
+    """``GET /usage`` (``?csv=TABLE`` for one table as CSV)."""
+    ins = inspector_of(request)
+    session_id = id_param(request, "session")
+    if session_id is not None:
+        ins.session(session_id)  # another tenant's session is not found
+    f = queries.UsageFilter(
+        tenant=ins.tenant_filter(request), session_id=session_id,
+        purpose=text_param(request, "purpose", limit=16),
+        model=text_param(request, "model", limit=255),
+        since=date_param(request, "since"), until=date_param(request, "until"))
+    bucket = choice_param(request, "bucket", list(queries.BUCKETS), "day") or "day"
+    wanted = choice_param(request, "csv", TABLES)
+    if wanted is not None:
+        header, rows = _tables(ins.engine, f, bucket, CSV_ROWS)[wanted]
+        return _csv(wanted, header, rows)
+    tables = _tables(ins.engine, f, bucket, SHOWN + 1)
+    shown = {name: (header, rows[:SHOWN], len(rows) > SHOWN)
+             for name, (header, rows) in tables.items()}
+    totals = [sum(int(r[i]) for r in tables["purposes"][1]) for i in (1, 2, 3, 4)]
+    purposes, models = queries.usage_choices(ins.engine, f.tenant)
+    return ins.render(
+        request, "usage.html", f=f, bucket=bucket, buckets=list(queries.BUCKETS),
+        tables=shown, totals=totals, purposes=purposes, models=models,
+        time_chart=_time_chart(tables["time"][1]),
+        time_purposes=sorted({r[1] for r in tables["time"][1]}),
+        purpose_chart=bars([(str(r[0]), int(r[4])) for r in tables["purposes"][1]]),
+        model_chart=bars([(str(r[0]), int(r[4])) for r in tables["models"][1][:12]]),
+        recon=queries.reconcile(ins.engine, f.tenant, f.session_id),
+        filtered=any((f.purpose, f.model, f.since, f.until)), title="Usage")
+
+
+ROUTES = [Route("/usage", usage_page, name="usage")]
