@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 import openai
 import pytest
@@ -200,53 +200,49 @@ def test_failing_summariser_keeps_previous_summary_and_replays(
     assert [m.seq for m in s.messages] == before
 
 
-class BarrierSummarizer:
-    """Lets two callers both reach the summariser before either stores its result."""
+class HoldingSummarizer:
+    """Holds its first call until released, so a second caller arrives mid-fold."""
 
-    def __init__(self, parties: int) -> None:
-        self.barrier = threading.Barrier(parties, timeout=10)
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
         self.calls = 0
-        self.lock = threading.Lock()
 
     def summarize(self, previous: str | None, messages: Sequence[Message],
                   language: str) -> SummaryResult:
-        with self.lock:
-            self.calls += 1
-            n = self.calls
-        if n <= self.barrier.parties:
-            self.barrier.wait()
+        self.calls += 1
+        self.entered.set()
+        self.release.wait(10)
         first, last = messages[0].seq, messages[-1].seq
         return SummaryResult(f"{previous or ''}[{first}-{last}]", Usage(10, 5), "cheap")
 
 
-def test_concurrent_compression_agrees_on_one_summary(make_keep) -> None:
+def test_a_caller_arriving_mid_fold_does_not_pay_for_it_again(make_keep) -> None:
+    """The fold's claim (a lease): the second caller replays the stored state instead of
+    calling the summariser for the same step (issue 22: lost races were billed)."""
     keep = make_keep()
     s = keep.sessions.create(tenant=ORG)
     fill(s, 12)
-    summarizer = BarrierSummarizer(parties=2)
+    summarizer = HoldingSummarizer()
     hc = compressor(summarizer)
-    results: list[list[dict[str, str]]] = []
-
-    def call() -> None:
-        results.append(hc.build_history(keep.sessions.get_unscoped(s.id), SYSTEM))
-
-    threads = [threading.Thread(target=call) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results: list[Any] = []
+    first = threading.Thread(target=lambda: results.append(
+        hc.build_history(keep.sessions.get_unscoped(s.id), SYSTEM)))
+    first.start()
+    assert summarizer.entered.wait(10)
+    second = hc.build_history(keep.sessions.get_unscoped(s.id), SYSTEM)
+    assert second.info.fold_deferred == "another caller is folding this session"
+    assert not second.info.compressed and second.over_budget
+    assert [m["content"] for m in second[1:]] == [m.content for m in s.messages]
+    summarizer.release.set()
+    first.join()
+    assert results[0].info.compressed
     s.refresh()
-    # One summary per watermark step: the summary names contiguous ranges from seq 1
-    # up to the watermark, with no gap and no overlap.
-    ranges = [tuple(map(int, part.split("-"))) for part in s.summary.strip("[]").split("][")]
-    assert ranges[0][0] == 1
-    assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(ranges))
-    assert ranges[-1][1] == s.summary_watermark
-    assert s.row.summary_version == len(ranges)
-    for history in results:  # each caller replays exactly what follows some stored watermark
-        assert unfence(history[1]["content"]).endswith("]")
-    # Both summariser calls were billed, the lost one included: the tokens were spent.
-    assert keep.repository.usage_sum(s.id) == 15 * summarizer.calls == s.total_tokens
+    assert summarizer.calls == 1 and s.row.summary_version == 1
+    assert s.row.fold_lease_until is None  # the stored fold gave the claim back
+    assert keep.repository.usage_sum(s.id) == 15 == s.total_tokens
+    third = hc.build_history(s, SYSTEM)  # the next caller renders the stored summary
+    assert unfence(third[1]["content"]).endswith("]") and summarizer.calls == 1
 
 
 def test_summary_usage_is_billed_to_the_tenant(keep: Chatkeep, openai_client: openai.OpenAI,

@@ -59,6 +59,16 @@ class ChatConfig:
     summary_input_max_tokens: int = 16000
     """What one summariser call may read (prompt, previous summary and transcript): a larger
     backlog is folded in several calls, so it fits the summary model's own context."""
+    fold_lease: float = 300.0
+    """Seconds a caller holds its claim on the next fold while its summariser runs: other
+    callers meanwhile replay the stored summary instead of paying for the same fold. A
+    claimant that dies frees the session when the lease ends."""
+    fold_retry_after: float = 30.0
+    """Seconds after a failed fold before the session tries again (the turns in between
+    replay the previous summary without calling the summariser); doubled for each failure
+    in a row, up to ``fold_retry_max``. ``0`` retries on the next turn."""
+    fold_retry_max: float = 3600.0
+    """The longest wait between two fold attempts after failures."""
     summary_role: str = "system"
     """Role the summary goes out as: ``system``, ``developer`` or ``user``. Whatever the role,
     it is fenced as a record of the conversation, not instructions; ``user`` keeps text
@@ -93,6 +103,14 @@ class ChatConfig:
                 "chat.summary_max_tokens must be below chat.max_history_tokens "
                 f"({self.summary_max_tokens} >= {self.max_history_tokens}): the summary alone "
                 "would fill the budget")
+        for name in ("fold_lease", "fold_retry_after", "fold_retry_max"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 \
+                    or value != value or value > 86400 * 365:
+                raise ConfigError(f"chat.{name} must be a number of seconds from 0 to a "
+                                  f"year, got {value!r}")
+        if self.fold_lease <= 0:
+            raise ConfigError("chat.fold_lease must be positive")
         if self.summary_role not in _SUMMARY_ROLES:
             raise ConfigError(f"chat.summary_role must be one of {list(_SUMMARY_ROLES)}, "
                               f"got {self.summary_role!r}")

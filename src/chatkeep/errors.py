@@ -15,6 +15,7 @@ working::
     ├── SessionNotFound (LookupError)     no such session for that tenant
     ├── SessionKeyConflict (ValueError)   a key opened with another actor or subject
     ├── SessionClosed                     the session was closed
+    ├── MemoryNotFound (LookupError)      no such memory for that tenant
     ├── UnknownJob (LookupError)          a job name no handler takes
     ├── KeepClosed                        an AsyncChatkeep used after close()
     ├── ModelError                        a model or embedding call failed
@@ -77,6 +78,11 @@ class SessionKeyConflict(ChatkeepError, ValueError):
 
 class SessionClosed(ChatkeepError):
     """The session was closed; it can be read but not written to."""
+
+
+class MemoryNotFound(ChatkeepError, LookupError):
+    """No memory with that id exists for that tenant (a wrong tenant looks the same), or
+    it was deleted."""
 
 
 class ModelError(ChatkeepError):

@@ -34,15 +34,21 @@ def test_a_summary_reply_that_cannot_be_stored_is_a_failed_fold(
     assert s.summary == "GOOD SUMMARY" and old_watermark > 0
 
     fill(s, 10, start=50)
-    for turn in range(3):  # the model keeps answering that way: no turn raises
-        llm_server.script(Reply.ok(bad))
+    asked = len(llm_server.requests)
+    llm_server.script(Reply.ok(bad))
+    for turn in range(3):  # no turn raises; after the failure the session backs off
         history = keep.compressor.build_history(s, SYSTEM)
-        assert history.info.summary_failed, turn
+        if turn == 0:
+            assert history.info.summary_failed
+        else:
+            assert history.info.fold_deferred and "backing off" in history.info.fold_deferred
+        assert history.info.fold_retry_at is not None, turn
         assert unfence(history[1]["content"]).endswith("GOOD SUMMARY")
         expected = [m.content for m in s.messages_after(old_watermark) if m.replay_text]
         assert [m["content"] for m in history[2:]] == expected
         s.add_user(f"follow-up {turn}")
     assert "summariser failed" in caplog.text
+    assert len(llm_server.requests) == asked + 1  # the back-off spared two calls
     stored = keep.sessions.get_unscoped(s.id)
     assert (stored.summary, stored.summary_watermark) == ("GOOD SUMMARY", old_watermark)
 

@@ -77,8 +77,9 @@ def build_once_worker(url: str, session_id: str, barrier: Any,
     """One ``build_history`` on an over-budget session, all processes at once."""
     keep = open_keep(url, api, create_schema=False)
     try:
-        summarizer = RangeSummarizer(barrier)
+        summarizer = RangeSummarizer()
         session = keep.sessions.get_unscoped(session_id)
+        barrier.wait()  # all eight call build_history at once
         history = compressor(summarizer).build_history(session, SYSTEM)
         return summarizer.calls, history
     finally:

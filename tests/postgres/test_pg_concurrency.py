@@ -107,23 +107,25 @@ def test_eight_processes_compressing_at_once_store_one_summary(
     for i in range(10):  # 20 messages of ~80 tokens: ~1600 tokens against a 1000 budget
         session.add_user(f"U{i} " + "question " * 40)
         session.add_assistant(f"A{i} " + "answer " * 40)
-    # The barrier is in the summariser: all eight are inside it at once.
+    # All eight call build_history at once; the fold's claim (a lease) lets one of them
+    # pay for the fold, the others replay what is stored (issue 22).
     outcomes = run(pool, build_once_worker, lambda w, barrier: (pg_url, session.id, barrier, api))
 
     session.refresh()
-    # Eight summaries were computed for the same step; exactly one was stored.
-    assert sum(calls for calls, _ in outcomes) == WORKERS
+    assert sum(calls for calls, _ in outcomes) == 1
     assert session.row.summary_version == 1
     check_summary_steps(session.summary, session.summary_watermark, 1)
     watermark = session.summary_watermark
     assert 0 < watermark <= 16
     by_content = {m.content: m.seq for m in session.messages}
-    for _, history in outcomes:  # every caller renders the stored summary, then seq w+1...
-        assert unfence(history[1]["content"]).endswith(f"[1-{watermark}]")
-        assert [by_content[m["content"]] for m in history[2:]] == list(
-            range(watermark + 1, 21))
-    # The seven losing summaries were billed too: those tokens were spent.
-    assert session.total_tokens == keep.repository.usage_sum(session.id) == 15 * WORKERS
+    for _, history in outcomes:
+        if history[1]["content"].startswith("U"):  # replayed before the fold was stored
+            assert [by_content[m["content"]] for m in history[1:]] == list(range(1, 21))
+        else:  # the stored summary, then seq w+1...
+            assert unfence(history[1]["content"]).endswith(f"[1-{watermark}]")
+            assert [by_content[m["content"]] for m in history[2:]] == list(
+                range(watermark + 1, 21))
+    assert session.total_tokens == keep.repository.usage_sum(session.id) == 15
     assert session.message_count == 20  # compression never deletes
 
 
@@ -157,7 +159,7 @@ def test_eight_processes_chatting_on_one_session_fold_each_step_once(
             replayed = [by_content[m["content"]] for m in history[1 + bool(ranges):]]
             assert replayed == list(range(watermark + 1, watermark + 1 + len(replayed)))
     calls = sum(calls for calls, _ in outcomes)
-    assert calls >= version
+    assert version <= calls <= 1.2 * version  # the fold's claim: no fold paid for twice
     assert session.total_tokens == keep.repository.usage_sum(session.id) == 15 * calls
     # And the session is still in shape for the next caller in this process.
     history = compressor(RangeSummarizer()).build_history(session, SYSTEM)

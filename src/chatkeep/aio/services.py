@@ -136,6 +136,23 @@ class AsyncMemoryService(Twin[MemoryService]):
         """A tenant's memories for review, newest first."""
 
     @bridged
+    async def add(self, tenant: Ref, content: str, *, scope: Scope | str = Scope.TENANT,
+                  subject: Ref | None = None, actor: Ref | None = None) -> Memory:
+        """Store ``content`` as a live memory of ``tenant``, as if distilled."""
+
+    @bridged
+    async def get(self, tenant: Ref, memory_id: int) -> Memory:
+        """The memory ``memory_id`` of ``tenant`` (``MemoryNotFound`` when none)."""
+
+    @bridged
+    async def update(self, tenant: Ref, memory_id: int, content: str) -> Memory:
+        """Supersede the live memory ``memory_id`` by a new version holding ``content``."""
+
+    @bridged
+    async def delete(self, tenant: Ref, memory_id: int) -> bool:
+        """Erase the memory ``memory_id`` of ``tenant`` and its earlier versions."""
+
+    @bridged
     async def vector_status(self, tenant: Ref | None = None) -> VectorStatus | None:
         """Live memories with and without a vector of the configured model."""
 

@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from chatkeep.errors import InvalidMessage
@@ -114,6 +115,11 @@ class HistoryInfo:
     withheld: int = 0
     """Signed blocks left out because their text holds a detected value that cannot be
     redacted without breaking the signature (see ``chatkeep.privacy.egress``)."""
+    fold_deferred: str | None = None
+    """Why this call did not fold although the history was over budget: another caller
+    holds the claim on that fold, or the session backs off after failed folds."""
+    fold_retry_at: datetime | None = None
+    """Until when the session backs off after failed folds (``None``: it does not)."""
     preview: bool = False
     """Built by ``preview_history``: nothing was folded, stored or billed (display only)."""
     would_fold: int = 0

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, TypeVar, overload
 
 from chatkeep.config import ChatConfig
@@ -40,7 +41,8 @@ from chatkeep.messages import Message
 from chatkeep.privacy.egress import OPEN, WITHHELD_NOTE, Egress, bound
 from chatkeep.privacy.filters import OutboundFilter
 from chatkeep.sessions import ChatSession
-from chatkeep.store.repository import Repository
+from chatkeep.store.repository import Repository, SessionRow
+from chatkeep.store.rows import utcnow
 from chatkeep.tokens import HeuristicCounter, TokenCounter
 from chatkeep.validation import text_problem
 
@@ -255,6 +257,7 @@ class HistoryCompressor:
         repository = self._repository_for(session)
         lost_races = vault_races = 0
         compressed = summary_failed = False
+        deferred: str | None = None
         while True:
             # Re-read first: the switches, summary and watermark may have moved elsewhere.
             row, pinned_before, messages = repository.read_history(session.id)
@@ -268,7 +271,7 @@ class HistoryCompressor:
                 messages=messages, config=self.config,
                 counter=self.counter, redact=egress, format=format,
                 # Fold once per call; after losing several races, replay what is stored.
-                allow_fold=not compressed and not summary_failed
+                allow_fold=not compressed and not summary_failed and deferred is None
                 and lost_races < MAX_CAS_ATTEMPTS,
                 keep_closed_tool_turns=keep_closed_tool_turns)
             if not plan.fold:
@@ -276,16 +279,35 @@ class HistoryCompressor:
                                                summary_role=self.config.summary_role)
                 history = _scrubbed(wire.to_wire(outgoing, self._info(
                     session, plan, format, compressed=compressed,
-                    summary_failed=summary_failed)), egress, session)
+                    summary_failed=summary_failed, deferred=deferred)), egress, session)
                 if egress.flush():
                     return history
                 vault_races = _vault_race(session, vault_races)
                 continue
-            folded = self._summarize(session, previous, plan.fold, egress)
+            # Claim the fold before paying for it: concurrent callers of one session make
+            # one summariser call per fold, not one each (issue 22).
+            lease = repository.claim_fold(session.id, row.summary_version,
+                                          timedelta(seconds=self.config.fold_lease))
+            if lease is None:
+                now_row = repository.get_session(session.id)
+                if now_row.summary_version != row.summary_version:
+                    lost_races += 1  # another caller folded meanwhile: plan again
+                    continue
+                deferred = _why_deferred(now_row)
+                log.info("session %s: not folding now: %s", session.id, deferred)
+                continue
+            try:
+                folded = self._summarize(session, previous, plan.fold, egress)
+            except BaseException:
+                repository.release_fold(session.id, lease)
+                raise
             if isinstance(folded, _VaultRace):
+                repository.release_fold(session.id, lease)
                 vault_races = _vault_race(session, vault_races)
                 continue
             if folded is None:
+                repository.release_fold(session.id, lease,
+                                        retry_at=self._retry_at(row.fold_failures + 1))
                 summary_failed = True
                 continue
             summary, through = folded
@@ -293,6 +315,7 @@ class HistoryCompressor:
             new_row = repository.compare_and_set_summary(
                 session.id, row.summary_version, text, through)
             if new_row is None:
+                repository.release_fold(session.id, lease)
                 log.info("session %s: another caller compressed first; re-reading", session.id)
                 lost_races += 1
                 continue
@@ -307,15 +330,28 @@ class HistoryCompressor:
         """Where ``session``'s history is read and its summary stored."""
         return self.repository if self.repository is not None else session.repository
 
+    def _retry_at(self, failures: int) -> datetime:
+        """When a session that failed ``failures`` folds in a row tries again."""
+        delay = min(self.config.fold_retry_after * 2.0 ** (failures - 1),
+                    self.config.fold_retry_max)
+        return utcnow() + timedelta(seconds=delay)
+
     def _info(self, session: ChatSession, plan: HistoryPlan, format: str, *,
-              compressed: bool, summary_failed: bool) -> HistoryInfo:
+              compressed: bool, summary_failed: bool,
+              deferred: str | None = None) -> HistoryInfo:
         reason = plan.over_budget_reason
         if reason is not None:
             if summary_failed:
                 reason = f"{reason} (the summariser failed; the previous summary was kept)"
+            elif deferred is not None:
+                reason = f"{reason} (not folded now: {deferred})"
             log.warning("session %s: history over budget: %s", session.id, reason)
+        retry_at = session.row.fold_retry_at
         return HistoryInfo(plan.tokens, self.config.max_history_tokens, compressed,
-                           summary_failed, reason, plan.clipped, format)
+                           summary_failed, reason, plan.clipped, format,
+                           fold_deferred=deferred if reason is not None else None,
+                           fold_retry_at=retry_at if retry_at and retry_at > utcnow()
+                           else None)
 
     def _egress(self, session: ChatSession, known: Sequence[str | None] = ()) -> Egress:
         if self.outbound_filter is None:
@@ -459,6 +495,15 @@ def _check_session(session: object) -> None:
     if not isinstance(session, ChatSession) and not hasattr(session, "repository"):
         raise InvalidArgument("session must be a chat session (from keep.sessions), "
                               f"got {type(session).__name__}")
+
+
+def _why_deferred(row: SessionRow) -> str:
+    """Why the fold a caller planned is not its to make now."""
+    if row.fold_retry_at is not None and row.fold_retry_at > utcnow():
+        return (f"backing off after {row.fold_failures} failed fold"
+                f"{'s' if row.fold_failures != 1 else ''} until "
+                f"{row.fold_retry_at.isoformat(timespec='seconds')}")
+    return "another caller is folding this session"
 
 
 def _check_system_prompt(system_prompt: object) -> None:

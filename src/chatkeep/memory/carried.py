@@ -80,3 +80,20 @@ class MemoryValues:
                     known.placeholder_for(span.entity_type, span.text, span.canonical)
             self._known = known
         return self._known
+
+
+def sealed_direct(source: object, text: str, merged: Sequence[str | None] = ()) -> str | None:
+    """What a memory written directly (``keep.memory.add`` / ``update``: from no
+    conversation) carries: the values chatkeep's guard detects in ``text``, and those the
+    ``merged`` memories carry (the version an update replaces) found in it literally,
+    sealed; whatever the application switch, as a distilled memory's. ``None`` when
+    ``source`` is not chatkeep's ``PrivacyGuard`` (another filter's ``sealed_values``
+    reads a session, and there is none) or nothing is found."""
+    if not isinstance(source, PrivacyGuard):
+        return None
+    key = source.config.encryption_key
+    spans = list(source.redactor.detector.detect(text))
+    for blob in merged:
+        if blob:
+            spans += unseal(blob, key).find_known(text)
+    return seal_spans(spans, key)

@@ -1,34 +1,39 @@
-"""``MemoryService`` (``keep.memory``): distil, sweep, recall, forget, list.
+"""``MemoryService`` (``keep.memory``): distil, sweep, recall, forget, list, and memories
+written one at a time (add, get, update, delete).
 
-The one entry point the facade, the job handler and the CLI use; the work is done
-by ``Distiller``, ``Sweeper`` and ``Recaller``, and the SQL by ``MemoryStore``.
+The one entry point the facade, the job handler, the CLI and the framework integrations
+use; the work is done by ``Distiller``, ``Sweeper`` and ``Recaller``, and the SQL by
+``MemoryStore``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
 from chatkeep.config import MAX_IDLE_AFTER, MemoryConfig
-from chatkeep.errors import DistillationError, InvalidArgument
+from chatkeep.errors import DistillationError, InvalidArgument, MemoryNotFound
 from chatkeep.jobs import Dispatcher, InlineDispatcher
 from chatkeep.llm.base import ChatModel
+from chatkeep.memory.carried import sealed_direct
 from chatkeep.memory.distiller import Distiller, DistillerFilter, DistilResult
 from chatkeep.memory.embedders.base import Embedder
 from chatkeep.memory.embedders.mask import EmbedMask
 from chatkeep.memory.hybrid import HybridRetriever
 from chatkeep.memory.recall import Memory, Recaller, Retriever, TextRetriever
-from chatkeep.memory.scopes import Scope
+from chatkeep.memory.scopes import Scope, ScopeTarget
 from chatkeep.memory.sweep import DEFAULT_LEASE, Sweeper
+from chatkeep.memory.text import content_key, normalise
 from chatkeep.refs import Ref, require_ref
 from chatkeep.sessions import ChatSession, SessionService
-from chatkeep.store.memories import MemoryStore, VectorStatus
+from chatkeep.store.memories import MemoryStore, MemoryWrite, VectorStatus
 from chatkeep.store.repository import Repository
 from chatkeep.tokens import TokenCounter
 from chatkeep.validation import (
     INT32_MAX,
+    INT64_MAX,
     check_bool,
     check_int,
     check_optional_text,
@@ -38,6 +43,9 @@ from chatkeep.validation import (
 log = logging.getLogger("chatkeep.memory")
 
 DISTIL_JOB = "distil"
+MEMORY_CONTENT_MAX = 10_000
+"""The longest text ``add`` / ``update`` take (characters): a memory is one fact, recalled
+into system messages."""
 
 
 @dataclass
@@ -199,6 +207,118 @@ class MemoryService:
             tenant, scope=None if scope is None else Scope(scope).value, actor=actor,
             subject=subject, include_superseded=include_superseded, limit=limit)
 
+    # -- writing memories yourself -------------------------------------------------------
+
+    def add(self, tenant: Ref, content: str, *, scope: Scope | str = Scope.TENANT,
+            subject: Ref | None = None, actor: Ref | None = None) -> Memory:
+        """Store ``content`` as a live memory of ``tenant``, as if distilled, and return it.
+
+        ``scope``: ``"tenant"`` (the default: every session of the tenant recalls it),
+        ``"subject"`` (with ``subject=``: sessions about that subject) or ``"personal"``
+        (with ``actor=``: that actor's sessions only). A personal memory without an actor
+        or a subject memory without a subject is refused (``InvalidArgument``), never
+        widened, and so is an ``actor=`` / ``subject=`` the scope does not take.
+
+        Written as the distiller writes a fact: when the scope has a live memory of the
+        same normalised text, that memory is returned and nothing is written (the unique
+        index); the text is stored as given, real values and all, carrying the personal
+        values chatkeep's recognizers find in it (sealed, ``sealed_pii``), so a session
+        that redacts gets them under its own placeholders when it recalls the memory; and
+        with an embedding model it is embedded before the write, masked (``pii_mask``),
+        its vector stored in the same transaction (a failed call leaves it to
+        ``embed_missing``; recall by words finds it meanwhile). It comes from no
+        conversation: ``source_session_id`` is ``None``.
+        """
+        target = _target(tenant, scope, subject, actor)
+        text = _content(content)
+        existing = self.store.find_live(target.tenant, target.key, content_key(text))
+        if existing is not None:
+            return existing
+        memory, inserted = self.store.add_memory(self._write(target, text))
+        if inserted:
+            log.info("memory %d added to %s (%s)", memory.id, target.tenant,
+                     target.scope.value)
+        return memory
+
+    def get(self, tenant: Ref, memory_id: int) -> Memory:
+        """The memory ``memory_id`` of ``tenant``, live or superseded (``superseded_by``
+        names the version that replaced it). ``MemoryNotFound`` when there is none: deleted,
+        never written, or another tenant's (which looks the same)."""
+        require_ref(tenant, "tenant")
+        check_int(memory_id, "memory id", minimum=1, maximum=INT64_MAX)
+        memory = self.store.get_memory(tenant, memory_id)
+        if memory is None:
+            raise MemoryNotFound(f"no memory {memory_id} for tenant {tenant}")
+        return memory
+
+    def update(self, tenant: Ref, memory_id: int, content: str) -> Memory:
+        """Replace the text of the live memory ``memory_id`` of ``tenant``: the distiller's
+        UPDATE. A new memory of the same scope holds ``content`` and the old one is
+        superseded by it (kept for the record, out of recall; ``get`` of the old id names
+        the new one in ``superseded_by``). Returns the new version; the old one itself when
+        the text is the same once normalised, or the scope's live memory that already says
+        ``content`` (which then supersedes the old one). The new text carries the values
+        chatkeep's recognizers find in it and those of the old version it still holds, and
+        is embedded like ``add``'s. ``MemoryNotFound`` when the memory is not ``tenant``'s;
+        ``InvalidArgument`` when it was superseded already (update the live version)."""
+        memory = self._live(tenant, memory_id)
+        text = _content(content)
+        key = content_key(text)
+        if key == content_key(memory.content):
+            return memory
+        target = _target_of(memory)
+        known = self.store.find_live(target.tenant, target.key, key) is not None
+        write = self._write(target, text, merged=[memory.sealed_pii], supersedes=memory.id,
+                            embed=not known)
+        updated = self.store.supersede_memory(write)
+        if updated is None:  # superseded or deleted since it was read
+            self._live(tenant, memory_id)  # raises the error that says which
+            raise InvalidArgument(f"memory {memory_id} changed meanwhile: read it "
+                                  "again")  # pragma: no cover - _live raised
+
+        log.info("memory %d of %s superseded by %d", memory.id, target.tenant, updated.id)
+        return updated
+
+    def delete(self, tenant: Ref, memory_id: int) -> bool:
+        """Erase the memory ``memory_id`` of ``tenant``: its row, its vector and the earlier
+        versions it superseded (an update keeps those for the record; a delete is asked to
+        make the fact go, so its old wording goes too). A hard delete, as ``forget`` erases:
+        nothing is kept. (The distiller's DELETE is different: a conversation contradicted
+        the memory, so the fact that replaces it supersedes it; that is ``update``.)
+        ``False`` when there is no such memory of ``tenant`` (another tenant's is never
+        touched). A memory learnt from a conversation may be learnt again if that
+        conversation is ``rewind``-ed and distilled anew."""
+        require_ref(tenant, "tenant")
+        check_int(memory_id, "memory id", minimum=1, maximum=INT64_MAX)
+        deleted = self.store.delete_memory(tenant, memory_id)
+        if deleted:
+            log.info("deleted memory %d of %s (%d rows with its earlier versions)", memory_id,
+                     tenant, deleted)
+        return deleted > 0
+
+    def _live(self, tenant: Ref, memory_id: int) -> Memory:
+        memory = self.get(tenant, memory_id)
+        if memory.superseded_by is not None:
+            raise InvalidArgument(f"memory {memory_id} was superseded by memory "
+                                  f"{memory.superseded_by}: update the live version")
+        return memory
+
+    def _write(self, target: ScopeTarget, text: str, *, merged: Sequence[str | None] = (),
+               supersedes: int | None = None, embed: bool = True) -> MemoryWrite:
+        """``text`` as a write of ``target``: the values it carries sealed, and its vector
+        (masked with them) when an embedding model is configured, as the distiller
+        computes them, before the write transaction."""
+        sealed = sealed_direct(self.outbound_filter, text, merged)
+        embedding = model = None
+        if embed and isinstance(self.retriever, HybridRetriever):
+            (vector,) = self.retriever.embed([text], [sealed])
+            if vector is not None:
+                embedding, model = tuple(vector), self.retriever.model
+        return MemoryWrite(tenant=target.tenant, scope=target.scope.value,
+                           scope_key=target.key, subject=target.subject, actor=target.actor,
+                           content=text, content_key=content_key(text), supersedes=supersedes,
+                           sealed_pii=sealed, embedding=embedding, embedding_model=model)
+
     # -- vectors -------------------------------------------------------------------------
 
     @property
@@ -281,3 +401,43 @@ def _check_sweep(idle_after: object, batch_size: object) -> None:
                                   f"got {idle_after}")
     if batch_size is not None:
         check_int(batch_size, "batch_size", minimum=1, maximum=INT32_MAX)
+
+
+def _target(tenant: object, scope: object, subject: object, actor: object) -> ScopeTarget:
+    """Where ``add`` writes: the scope's rules (``chatkeep.memory.scopes``) with the
+    missing or extra reference named."""
+    tenant = require_ref(tenant, "tenant")
+    if isinstance(scope, Scope) or (isinstance(scope, str) and scope in tuple(Scope)):
+        scope = Scope(scope)
+    else:
+        raise InvalidArgument(f"unknown scope {scope!r} "
+                              f"(expected one of {', '.join(Scope)})"[:300])
+    subject = None if subject is None else require_ref(subject, "subject")
+    actor = None if actor is None else require_ref(actor, "actor")
+    if scope is Scope.PERSONAL and actor is None:
+        raise InvalidArgument("a personal memory needs actor=: the person it belongs to")
+    if scope is Scope.SUBJECT and subject is None:
+        raise InvalidArgument("a subject memory needs subject=: what it is about")
+    if actor is not None and scope is not Scope.PERSONAL:
+        raise InvalidArgument(f"actor= is only for scope='personal' (a {scope.value} memory "
+                              "belongs to no actor)")
+    if subject is not None and scope is not Scope.SUBJECT:
+        raise InvalidArgument(f"subject= is only for scope='subject' (a {scope.value} "
+                              "memory is about no subject)")
+    return ScopeTarget(tenant, scope, subject=subject, actor=actor)
+
+
+def _target_of(memory: Memory) -> ScopeTarget:
+    return ScopeTarget(memory.tenant, Scope(memory.scope), subject=memory.subject,
+                       actor=memory.actor)
+
+
+def _content(content: object) -> str:
+    """A memory's text: a string of at most ``MEMORY_CONTENT_MAX`` characters with a word
+    in it (two texts differing only in case, spacing or punctuation are one memory, so a
+    text of punctuation alone would be every such text)."""
+    text = check_text(content, "memory content", max_length=MEMORY_CONTENT_MAX,
+                      non_empty=True)
+    if not normalise(text):
+        raise InvalidArgument("memory content must contain a word")
+    return text

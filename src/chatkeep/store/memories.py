@@ -1,4 +1,4 @@
-"""SQL for memories: search, the distillation commit, sweep leases, erasure.
+"""SQL for memories: search, the distillation commit, single writes, sweep leases, erasure.
 
 The memory logic (``chatkeep.memory``) decides what to write; this module is how.
 Two guarantees live here:
@@ -575,7 +575,7 @@ class MemoryStore:
                     superseded += self._supersede(conn, write, new_id, now)
             return CommitResult(inserted, duplicates, superseded)
 
-    def _insert(self, conn: Connection, write: MemoryWrite, session_id: str,
+    def _insert(self, conn: Connection, write: MemoryWrite, session_id: str | None,
                 through_seq: int, now: datetime) -> int | None:
         values = {
             **ref_values("tenant", write.tenant), **ref_values("subject", write.subject),
@@ -606,6 +606,94 @@ class MemoryStore:
                    self._live_in(write.tenant, [write.scope_key]))
             .values(superseded_by=new_id, updated_at=now))
         return int(result.rowcount)
+
+    # -- memories written one at a time (keep.memory.add / update / delete) --------------
+
+    def get_memory(self, tenant: Ref, memory_id: int) -> MemoryRow | None:
+        """The memory ``memory_id`` of ``tenant``, live or superseded (``None``: there is
+        none of that tenant: another tenant's id is not found)."""
+        query = select(memories).where(_tenant_is(tenant), memories.c.id == memory_id)
+        with reading(self.engine) as conn:
+            row = conn.execute(query).first()
+        return memory_row(row) if row is not None else None
+
+    def add_memory(self, write: MemoryWrite) -> tuple[MemoryRow, bool]:
+        """Write ``write`` as a live memory taken from no conversation, with its vector
+        when it has one; or, when its scope has a live memory of the same normalised text
+        (the unique index, as a distillation meets it), that memory. ``True``: written."""
+        self._index_for(write)
+        with transaction(self.engine) as conn:
+            new_id, inserted = self._insert_or_live(conn, write, self.clock())
+            return self._read_one(conn, new_id), inserted
+
+    def supersede_memory(self, write: MemoryWrite) -> MemoryRow | None:
+        """Write ``write`` and supersede the live memory ``write.supersedes`` by it (its
+        tenant and scope only), in one transaction: the distiller's UPDATE, one memory at a
+        time. When the scope has a live memory of the new text already, that one supersedes
+        it (as in ``commit_distillation``); when the text is the old memory's own, nothing
+        changes. ``None``, with nothing written, when ``write.supersedes`` is no longer a
+        live memory of that scope (superseded or erased meanwhile)."""
+        assert write.supersedes is not None
+        self._index_for(write)
+        now = self.clock()
+        with transaction(self.engine) as conn:
+            # Locked on PostgreSQL (a concurrent update waits, then finds it superseded);
+            # SQLite's write transaction holds the database already.
+            old = conn.execute(
+                select(memories.c.id)
+                .where(memories.c.id == write.supersedes,
+                       self._live_in(write.tenant, [write.scope_key]))
+                .with_for_update()).first()
+            if old is None:
+                return None
+            new_id, _ = self._insert_or_live(conn, write, now)
+            if new_id != write.supersedes:
+                self._supersede(conn, write, new_id, now)
+            return self._read_one(conn, new_id)
+
+    def delete_memory(self, tenant: Ref, memory_id: int) -> int:
+        """Erase the memory ``memory_id`` of ``tenant`` and the earlier versions it
+        superseded, in turn (same tenant and scope; their vectors go with them, as
+        ``forget`` erases). Returns the rows deleted (0: no such memory of ``tenant``)."""
+        with transaction(self.engine) as conn:
+            row = conn.execute(select(memories.c.scope_key).where(
+                _tenant_is(tenant), memories.c.id == memory_id)).first()
+            if row is None:
+                return 0
+            in_scope = and_(_tenant_is(tenant), memories.c.scope_key == row[0])
+            erased, frontier = {memory_id}, [memory_id]
+            while frontier:  # ids are unique and each step only adds new ones: it ends
+                found = conn.execute(select(memories.c.id).where(
+                    in_scope, memories.c.superseded_by.in_(frontier))).scalars().all()
+                frontier = [int(i) for i in found if int(i) not in erased]
+                erased.update(frontier)
+            result = conn.execute(delete(memories).where(
+                in_scope, memories.c.id.in_(sorted(erased))))
+            return int(result.rowcount)
+
+    def _index_for(self, write: MemoryWrite) -> None:
+        """PostgreSQL: the vector index of ``write``'s dimension, in its own short
+        transaction before the write (as ``commit_distillation`` does)."""
+        if write.embedding is not None:
+            self.ensure_vector_index(len(write.embedding))
+
+    def _insert_or_live(self, conn: Connection, write: MemoryWrite,
+                        now: datetime) -> tuple[int, bool]:
+        """``write`` inserted (with its vector), or the live memory of its scope holding its
+        text; ``(id, inserted)``."""
+        for _ in range(3):  # the live copy the insert met can be superseded before the read
+            new_id = self._insert(conn, write, None, 0, now)
+            if new_id is not None:
+                if write.embedding is not None and write.embedding_model:
+                    self._put_vectors(conn, write.embedding_model, [(new_id, write.embedding)])
+                return new_id, True
+            live = self._live_id(conn, write)
+            if live is not None:
+                return live, False
+        raise StoreError("the memory could not be written: its scope kept changing; try again")
+
+    def _read_one(self, conn: Connection, memory_id: int) -> MemoryRow:
+        return memory_row(conn.execute(_BY_IDS, {"ids": [memory_id]}).one())
 
     def sealed_after(self, memory_id: int, limit: int) -> list[tuple[int, str]]:
         """``(id, sealed values)`` of memories carrying personal values, in id order after

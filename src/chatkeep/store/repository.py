@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, func, select, update
@@ -48,11 +48,14 @@ from chatkeep.store.schema import (
     ref_values,
 )
 from chatkeep.store.statements import (
+    CLAIM_FOLD,
+    FAIL_FOLD,
     INSERT_KEYED_SESSION,
     INSERT_SESSION,
     INSERT_USAGE,
     LIVE,
     MESSAGE_COLUMNS,
+    RELEASE_FOLD,
     SESSION_BY_ID,
     SESSION_BY_KEY,
 )
@@ -392,6 +395,30 @@ class Repository:
         """
         return procedures.set_summary(self._transport, session_id, expected_version,
                                       summary, watermark)
+
+    def claim_fold(self, session_id: str, expected_version: int,
+                   lease: timedelta) -> datetime | None:
+        """Claim the fold of summary version ``expected_version`` for ``lease``: the lease's
+        end (what releasing it takes), or ``None`` when another caller holds a live claim,
+        the session backs off after failed folds, or the version moved on."""
+        now = self.clock()
+        until = now + lease
+        with self.transaction() as conn:
+            claimed = conn.execute(CLAIM_FOLD, {"b_session_id": session_id,
+                                                "b_expected": expected_version,
+                                                "b_now": now, "b_until": until}).first()
+        return until if claimed is not None else None
+
+    def release_fold(self, session_id: str, until: datetime, *,
+                     retry_at: datetime | None = None) -> None:
+        """Give back the claim that ends at ``until`` (a later claimant's is left alone);
+        with ``retry_at``, the fold failed: count it and back off until then."""
+        with self.transaction() as conn:
+            if retry_at is None:
+                conn.execute(RELEASE_FOLD, {"b_session_id": session_id, "b_until": until})
+            else:
+                conn.execute(FAIL_FOLD, {"b_session_id": session_id, "b_until": until,
+                                         "b_retry_at": retry_at})
 
     # -- PII vault -----------------------------------------------------------------------
 

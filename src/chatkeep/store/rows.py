@@ -64,6 +64,12 @@ class SessionRow:
     metadata: dict[str, Any] = field(default_factory=dict)
     key: str | None = None
     """The application's own name for the conversation, unique per tenant (or ``None``)."""
+    fold_lease_until: datetime | None = None
+    """Until when a caller holds the claim on the next fold (``None``: nobody)."""
+    fold_failures: int = 0
+    """Failed folds in a row (0 after a fold is stored)."""
+    fold_retry_at: datetime | None = None
+    """No fold is tried before this, after a failure (``None``: no back-off)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +103,8 @@ SESSION_FIELDS = (
     "subject_type", "subject_id", "subject_id_int", "title", "anonymize_pii", "total_tokens",
     "last_seq", "summary", "summary_watermark", "summary_version", "distilled_through",
     "distil_version", "distil_lease_until", "pii_vault", "pii_vault_version", "pii_protected",
-    "closed_at", "last_message_at", "created_at", "metadata", "key")
+    "closed_at", "last_message_at", "created_at", "metadata", "key", "fold_lease_until",
+    "fold_failures", "fold_retry_at")
 """The ``chat_sessions`` columns in table order: what every session read selects."""
 
 
@@ -108,7 +115,7 @@ def session_from_row(row: Sequence[Any]) -> SessionRow:
      subject_id, subject_int, title, anonymize_pii, total_tokens, last_seq, summary,
      summary_watermark, summary_version, distilled_through, distil_version, _lease,
      pii_vault, pii_vault_version, pii_protected, closed_at, last_message_at, created_at,
-     metadata, key) = row
+     metadata, key, lease_until, fold_failures, retry_at) = row
     tenant = Ref.from_columns(tenant_type, tenant_id, tenant_int)
     assert tenant is not None
     return SessionRow(
@@ -118,7 +125,8 @@ def session_from_row(row: Sequence[Any]) -> SessionRow:
         int(summary_version), int(distilled_through), int(distil_version), pii_vault,
         int(pii_vault_version), bool(pii_protected), as_utc(closed_at),
         as_utc(last_message_at) or utcnow(), as_utc(created_at) or utcnow(),
-        dict(metadata or {}), key)
+        dict(metadata or {}), key, as_utc(lease_until), int(fold_failures or 0),
+        as_utc(retry_at))
 
 
 def new_messages(session: SessionRow, now: datetime,

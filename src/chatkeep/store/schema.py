@@ -108,6 +108,10 @@ chat_sessions = Table(
     # The application's own name for the conversation (the SDK's session_id, LangGraph's
     # thread_id), unique per tenant; NULL for sessions known only by their id.
     Column("key", String(255), nullable=True),
+    # The next fold's claim (a lease) and the back-off after failed folds (issue 22).
+    Column("fold_lease_until", TS, nullable=True),
+    Column("fold_failures", Integer, nullable=False, default=0, server_default=text("0")),
+    Column("fold_retry_at", TS, nullable=True),
     Index("uq_chat_sessions_tenant_key", "tenant_type", "tenant_id", "key", unique=True),
     Index("ix_chat_sessions_tenant_recent", "tenant_type", "tenant_id", "last_message_at"),
     # The sweep's index: only sessions with undistilled messages, oldest activity first,

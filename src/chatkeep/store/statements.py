@@ -83,10 +83,36 @@ SET_SUMMARY = (
            _S.summary_watermark < bindparam("b_watermark", type_=Integer()))
     .values(summary=bindparam("b_summary"),
             summary_watermark=bindparam("b_watermark", type_=Integer()),
-            summary_version=bindparam("b_expected", type_=Integer()) + 1)
+            summary_version=bindparam("b_expected", type_=Integer()) + 1,
+            fold_lease_until=None, fold_failures=0, fold_retry_at=None)
     .returning(chat_sessions)
 )
 """A fold's compare-and-set: the new summary and watermark, unless another fold won."""
+CLAIM_FOLD = (
+    update(chat_sessions)
+    .where(_S.id == bindparam("b_session_id"),
+           _S.summary_version == bindparam("b_expected", type_=Integer()),
+           (_S.fold_lease_until.is_(None)) | (_S.fold_lease_until < bindparam("b_now", type_=TS)),
+           (_S.fold_retry_at.is_(None)) | (_S.fold_retry_at <= bindparam("b_now", type_=TS)))
+    .values(fold_lease_until=bindparam("b_until", type_=TS))
+    .returning(_S.id)
+)
+"""Claim the next fold of a summary version, unless a live lease or a back-off holds it."""
+RELEASE_FOLD = (
+    update(chat_sessions)
+    .where(_S.id == bindparam("b_session_id"),
+           _S.fold_lease_until == bindparam("b_until", type_=TS))
+    .values(fold_lease_until=None)
+)
+"""Give a claim back (the fold lost a race): only our own lease, never a later claimant's."""
+FAIL_FOLD = (
+    update(chat_sessions)
+    .where(_S.id == bindparam("b_session_id"),
+           _S.fold_lease_until == bindparam("b_until", type_=TS))
+    .values(fold_lease_until=None, fold_failures=_S.fold_failures + 1,
+            fold_retry_at=bindparam("b_retry_at", type_=TS))
+)
+"""Give a claim back after a failed fold, and back off until ``b_retry_at``."""
 INSERT_MESSAGE = insert(chat_messages)
 INSERT_TOOL_CALL = insert(chat_tool_calls)
 INSERT_USAGE = insert(chat_usage)

@@ -16,10 +16,13 @@ What a memory is decides what the store can do:
 * An item's value is ``{"content": text}``: a memory holds one text. Other fields are
   refused (``InvalidArgument``), as are ``filter`` and a time to live.
 * An item's key is chatkeep's memory id. ``put`` under a key that is the id of a memory
-  of that namespace supersedes it (chatkeep keeps the old text out of recall, for the
-  record); the new version has a key of its own, and ``get`` with the old key finds the
-  newest version. ``put`` under any other key adds a memory (its key is the id chatkeep
-  gives it: read it back by ``search``). ``delete`` erases the memory.
+  of that namespace supersedes it (``keep.memory.update``: chatkeep keeps the old text
+  out of recall, for the record); the new version has a key of its own, and ``get`` with
+  the old key finds the newest version. ``put`` under any other key adds a memory
+  (``keep.memory.add``; its key is the id chatkeep gives it: read it back by ``search``).
+  ``delete`` erases the memory and its earlier versions (``keep.memory.delete``).
+* Every memory is indexed for recall by words, and by meaning when an embedding model is
+  configured: ``index=False`` is accepted but does not keep a memory out of recall.
 * ``search`` with a ``query`` is chatkeep's recall (full text fused with recall by meaning
   when an embedding model is configured); without one, the newest memories first.
 * ``list_namespaces`` names the scopes of one tenant that hold live memories.
@@ -48,8 +51,7 @@ from langgraph.store.base import (
 )
 
 from chatkeep.app import Chatkeep
-from chatkeep.errors import ConfigError, InvalidArgument
-from chatkeep.integrations.langchain import memory_rows
+from chatkeep.errors import ConfigError, InvalidArgument, MemoryNotFound
 from chatkeep.integrations.langchain.keeps import check_keep, is_async_keep
 from chatkeep.integrations.langchain.namespaces import (
     Namespace,
@@ -58,7 +60,7 @@ from chatkeep.integrations.langchain.namespaces import (
     unmapped,
 )
 from chatkeep.memory.recall import Memory
-from chatkeep.memory.scopes import Scope
+from chatkeep.memory.scopes import Scope, ScopeTarget
 from chatkeep.refs import Ref, is_canonical_int
 from chatkeep.validation import INT32_MAX
 
@@ -69,6 +71,8 @@ __all__ = ["ChatkeepStore"]
 
 #: The value field that holds a memory's text.
 CONTENT = "content"
+#: Supersessions followed from an old key to the live memory that replaced it.
+MAX_HOPS = 64
 
 
 def unsupported(reason: str) -> InvalidArgument:
@@ -141,16 +145,34 @@ def _get(core: Chatkeep, namespace: Namespace, key: str) -> Item | None:
     memory_id = _memory_id(key)
     if memory_id is None:
         return None
-    memory = memory_rows.find(core, namespace.target, memory_id)
+    memory = _find(core, namespace.target, memory_id)
     return None if memory is None else _item(memory)
+
+
+def _find(core: Chatkeep, target: ScopeTarget, memory_id: int) -> Memory | None:
+    """The live memory ``memory_id`` of ``target``'s scope, or the version that superseded
+    it (an updated item is found by its old key); ``None`` when there is none in that
+    scope (another tenant's id is not found)."""
+    for _ in range(MAX_HOPS):
+        try:
+            memory = core.memory.get(target.tenant, memory_id)
+        except MemoryNotFound:
+            return None
+        if _target_of(memory).key != target.key:
+            return None
+        if memory.superseded_by is None:
+            return memory
+        memory_id = memory.superseded_by
+    return None
 
 
 def _put(core: Chatkeep, namespace: Namespace, op: PutOp) -> None:
     target = namespace.target
     memory_id = _memory_id(op.key)
+    current = None if memory_id is None else _find(core, target, memory_id)
     if op.value is None:
-        if memory_id is not None:
-            memory_rows.remove(core, target, memory_id)
+        if current is not None:
+            core.memory.delete(target.tenant, current.id)
         return
     if op.ttl is not None:
         raise unsupported("chatkeep memories do not expire (ttl must be None); "
@@ -159,9 +181,11 @@ def _put(core: Chatkeep, namespace: Namespace, op: PutOp) -> None:
     if op.index not in (None, False) and not set(op.index or ()) <= {CONTENT, "$"}:
         raise unsupported(f"a memory is indexed by its {CONTENT!r}; "
                           f"index={op.index!r} names other fields")
-    current = None if memory_id is None else memory_rows.find(core, target, memory_id)
-    memory_rows.add(core, target, content, replaces=None if current is None else current.id,
-                    embed=op.index is not False)
+    if current is not None:
+        core.memory.update(target.tenant, current.id, content)
+    else:
+        core.memory.add(target.tenant, content, scope=target.scope, subject=target.subject,
+                        actor=target.actor)
 
 
 def _content(value: Mapping[str, Any]) -> str:
@@ -245,6 +269,11 @@ def _matches(labels: tuple[str, ...], condition: MatchCondition) -> bool:
     part = labels[:len(path)] if condition.match_type == "prefix" else labels[-len(path):]
     return all(p in ("*", label) for p, label in zip(path, part, strict=True)) \
         if path else True
+
+
+def _target_of(memory: Memory) -> ScopeTarget:
+    return ScopeTarget(memory.tenant, Scope(memory.scope), subject=memory.subject,
+                       actor=memory.actor)
 
 
 def _namespace_of(memory: Memory) -> Namespace:
