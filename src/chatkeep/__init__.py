@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from chatkeep.errors import (
         ChatkeepError,
         ConfigError,
+        ConnectionLost,
         DistillationError,
         IncompleteToolTurn,
         InvalidArgument,
@@ -50,6 +51,7 @@ _EXPORTS = {
     "ChatkeepError": "chatkeep.errors",
     "Config": "chatkeep.config",
     "ConfigError": "chatkeep.errors",
+    "ConnectionLost": "chatkeep.errors",
     "DistilResult": "chatkeep.memory",
     "DistillationError": "chatkeep.errors",
     "History": "chatkeep.formats",
@@ -90,6 +92,7 @@ __all__ = [
     "ChatkeepError",
     "Config",
     "ConfigError",
+    "ConnectionLost",
     "DistilResult",
     "DistillationError",
     "History",

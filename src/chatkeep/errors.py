@@ -23,6 +23,7 @@ working::
     ├── DistillationError                 a range could not become memories
     ├── PrivacyError                      redaction could not be applied: nothing is sent
     └── StoreError                        the database refused, or cannot be reached
+        └── ConnectionLost                the connection died mid-call (a restart)
 """
 
 from __future__ import annotations
@@ -111,3 +112,10 @@ class KeepClosed(ChatkeepError):
 
 class SummaryReplyError(ModelError):
     """The summariser's JSON reply is off-shape: nothing of it is used."""
+
+
+class ConnectionLost(StoreError):
+    """The database connection died during the call (a server restart, a killed backend):
+    nothing of the call was committed, and every pooled connection older than this one is
+    replaced before it is used again. Reads are retried once on a fresh connection; a
+    write is not (it may be retried by the caller, who knows whether it is safe)."""

@@ -62,6 +62,8 @@ bad_count = st.one_of(st.integers(max_value=-1), st.integers(min_value=2**31),
                        st.text(max_size=3), st.none())
 bad_limit = st.one_of(st.integers(max_value=0), st.integers(min_value=2**31), st.floats(),
                       st.booleans(), st.text(max_size=3))
+bad_memory_id = st.one_of(st.integers(max_value=0), st.integers(min_value=2**63),
+                          st.floats(), st.booleans(), st.text(max_size=3), st.none())
 bad_bool = st.one_of(st.integers(), st.text(max_size=4), st.none(), st.floats())
 json_ok = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-10, 10),
                                  st.text(max_size=4)),
@@ -231,6 +233,17 @@ OPERATIONS: dict[str, tuple[Op, st.SearchStrategy[Any]]] = {
     "memory sweep batch_size": (lambda k, s, v: k.memory.sweep(batch_size=v), bad_limit),
     "memory rewind": (lambda k, s, v: k.memory.rewind(s.id, v), bad_count.filter(
         lambda v: v is not None)),
+    "memory add content": (lambda k, s, v: k.memory.add(ORG, v), st.one_of(
+        bad_text(10_000), st.sampled_from(["", "  ", "?!"]))),
+    "memory add scope": (lambda k, s, v: k.memory.add(ORG, "A fact.", scope=v), st.one_of(
+        st.text(max_size=8).filter(lambda v: v not in {"tenant", "subject", "personal"}),
+        st.sampled_from(["personal", "subject"]), st.integers(), st.none())),
+    "memory add actor": (lambda k, s, v: k.memory.add(ORG, "A fact.", scope="personal",
+                                                      actor=v), bad_ref_arg),
+    "memory update content": (lambda k, s, v: k.memory.update(
+        ORG, k.memory.list(ORG)[0].id, v), bad_text(10_000)),
+    "memory get id": (lambda k, s, v: k.memory.get(ORG, v), bad_memory_id),
+    "memory delete id": (lambda k, s, v: k.memory.delete(ORG, v), bad_memory_id),
     "build_history system": (lambda k, s, v: k.compressor.build_history(s, v),
                              st.one_of(st.none(), st.integers(), st.lists(st.text()))),
 }

@@ -345,11 +345,11 @@ def test_a_backend_killed_under_the_driver_is_a_store_error_and_the_pool_recover
     assert isinstance(raised, StoreError), raised
     assert stored(pg_schema_url, session.id) == before  # no summary, no version
 
-    raised = kill_when_waiting(
+    raised = kill_when_waiting(  # a read is retried once on a fresh connection
         dsn, "SELECT chat_sessions.id",
         lambda: keep.compressor.build_history(session, "You help."),
         "LOCK TABLE chat_sessions IN ACCESS EXCLUSIVE MODE")
-    assert isinstance(raised, StoreError), raised
+    assert raised is None, raised
 
     # The dead connections were dropped: the next calls run on fresh ones.
     assert session.add_tool_result("c1", "r").seq == 4

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, TypeVar, overload
 
 from chatkeep.config import ChatConfig
-from chatkeep.errors import InvalidArgument, ModelError, PrivacyError
+from chatkeep.errors import ChatkeepError, InvalidArgument, ModelError, PrivacyError
 from chatkeep.formats import AnthropicHistory, History, HistoryInfo, get_format
 from chatkeep.formats.openai_chat import ChatHistory
 from chatkeep.formats.openai_responses import ResponsesHistory
@@ -299,7 +299,7 @@ class HistoryCompressor:
             try:
                 folded = self._summarize(session, previous, plan.fold, egress)
             except BaseException:
-                repository.release_fold(session.id, lease)
+                _release_quietly(repository, session.id, lease)
                 raise
             if isinstance(folded, _VaultRace):
                 repository.release_fold(session.id, lease)
@@ -311,9 +311,13 @@ class HistoryCompressor:
                 summary_failed = True
                 continue
             summary, through = folded
-            text = self._stored_form(session, summary)
-            new_row = repository.compare_and_set_summary(
-                session.id, row.summary_version, text, through)
+            try:
+                text = self._stored_form(session, summary)
+                new_row = repository.compare_and_set_summary(
+                    session.id, row.summary_version, text, through)
+            except BaseException:
+                _release_quietly(repository, session.id, lease)
+                raise
             if new_row is None:
                 repository.release_fold(session.id, lease)
                 log.info("session %s: another caller compressed first; re-reading", session.id)
@@ -495,6 +499,16 @@ def _check_session(session: object) -> None:
     if not isinstance(session, ChatSession) and not hasattr(session, "repository"):
         raise InvalidArgument("session must be a chat session (from keep.sessions), "
                               f"got {type(session).__name__}")
+
+
+def _release_quietly(repository: Repository, session_id: str, lease: datetime) -> None:
+    """Give the claim back on the way out of a failure; if the store cannot be reached
+    either, the lease simply ends on its own (the original error is what the caller sees)."""
+    try:
+        repository.release_fold(session_id, lease)
+    except ChatkeepError as exc:
+        log.info("session %s: could not give the fold's claim back (%s); it ends with "
+                 "its lease", session_id, exc)
 
 
 def _why_deferred(row: SessionRow) -> str:

@@ -8,17 +8,20 @@ taking the write lock.
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
-from chatkeep.errors import StoreError
+from chatkeep.errors import ChatkeepError, ConnectionLost, StoreError
 from chatkeep.store.engine import READ_ONLY
+
+T = TypeVar("T")
 
 _STARTUPS: weakref.WeakKeyDictionary[Engine, Callable[[], None]] = weakref.WeakKeyDictionary()
 _RUNNING: weakref.WeakSet[Engine] = weakref.WeakSet()
@@ -51,17 +54,46 @@ def ensure_started(engine: Engine) -> None:
 
 def store_error(exc: SQLAlchemyError) -> StoreError:
     """One line saying what the database refused (the driver's message, not SQLAlchemy's
-    wrapper with the statement and a link)."""
+    wrapper with the statement and a link); ``ConnectionLost`` when the connection died
+    (SQLAlchemy has then replaced every older pooled connection)."""
     if isinstance(exc, DBAPIError) and exc.orig is not None:
-        return driver_error(exc.orig)
+        return driver_error(exc.orig, lost=exc.connection_invalidated)
     return StoreError(f"database error: {type(exc).__name__}: {exc}")
 
 
-def driver_error(exc: BaseException) -> StoreError:
+def driver_error(exc: BaseException, *, lost: bool = False) -> StoreError:
     """A driver's own error as one line (also what the direct driver paths raise)."""
     detail = str(exc).strip().splitlines()
-    return StoreError(f"database error: {type(exc).__name__}: "
-                      f"{detail[0] if detail else ''}".rstrip(": "))
+    kind = ConnectionLost if lost else StoreError
+    return kind(f"database error: {type(exc).__name__}: "
+                f"{detail[0] if detail else ''}".rstrip(": "))
+
+
+@contextmanager
+def _discarding_on_surprise(conn: Connection) -> Iterator[Connection]:
+    """``conn``, discarded (not pooled again) when the block raises something nobody
+    classified: a bug, a cancellation, a driver error SQLAlchemy did not wrap. The
+    connection may be mid-protocol then; the next caller must not inherit it."""
+    try:
+        yield conn
+    except (ChatkeepError, SQLAlchemyError):
+        raise
+    except BaseException:
+        conn.invalidate()
+        raise
+
+
+def retrying_reads(read: Callable[..., T]) -> Callable[..., T]:
+    """A read retried once when its connection was lost (``ConnectionLost``): after a
+    restart the pool has been emptied, so the retry runs on a fresh connection."""
+    @functools.wraps(read)
+    def call(*args: Any, **kwargs: Any) -> T:
+        try:
+            return read(*args, **kwargs)
+        except ConnectionLost:
+            return read(*args, **kwargs)
+
+    return call
 
 
 def autocommits(engine: Engine) -> bool:
@@ -82,7 +114,7 @@ def begin(engine: Engine) -> Iterator[Connection]:
     """``engine.begin()``, but a real transaction on an autocommit engine too (there it
     switches the connection to the server's default level for the block)."""
     ensure_started(engine)
-    with engine.connect() as conn:
+    with engine.connect() as conn, _discarding_on_surprise(conn):
         if autocommits(engine):
             conn.execution_options(isolation_level=_transaction_level(engine))
         with conn.begin():
@@ -107,7 +139,7 @@ def autocommit(engine: Engine) -> Iterator[Connection]:
     one statement, it saves the BEGIN and COMMIT round trips."""
     ensure_started(engine)
     try:
-        with engine.connect() as conn:
+        with engine.connect() as conn, _discarding_on_surprise(conn):
             yield conn if autocommits(engine) else \
                 conn.execution_options(isolation_level="AUTOCOMMIT")
     except IntegrityError:
@@ -135,7 +167,7 @@ def reading(engine: Engine, *, block: bool = False) -> Iterator[Connection]:
     elif not block and engine.dialect.name == "postgresql":
         options["isolation_level"] = "AUTOCOMMIT"
     try:
-        with engine.connect() as conn:
+        with engine.connect() as conn, _discarding_on_surprise(conn):
             yield conn.execution_options(**options)
             if block:
                 conn.commit()  # not a ROLLBACK, for psycopg's prepared statements

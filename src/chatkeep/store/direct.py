@@ -23,7 +23,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.util import await_only
 
-from chatkeep.errors import StoreError
+from chatkeep.errors import ChatkeepError, StoreError
 from chatkeep.store.connections import autocommits, driver_error, ensure_started, store_error
 from chatkeep.store.executor import CoreTransport, Executor, Row
 
@@ -355,12 +355,19 @@ class DriverTransport:
         except self.integrity_errors:
             raise
         except self.database_errors as exc:
-            if db.broken(exc):
-                pooled.invalidate(exc)
-            raise driver_error(exc) from exc
+            lost = db.broken(exc)
+            if lost:
+                # As SQLAlchemy does on a disconnect: every pooled connection older than
+                # this one is replaced at its next checkout (after a restart they are all
+                # dead), so one call fails, not one per pooled connection.
+                self.engine.pool._invalidate(pooled, exc)
+            raise driver_error(exc, lost=lost) from exc
+        except ChatkeepError:
+            raise  # classified: the connection is in a known state
         except BaseException as exc:
-            if not isinstance(exc, Exception):  # cancelled mid-statement: state unknown
-                pooled.invalidate()
+            # Nobody classified it (a bug, a cancellation mid-statement, a driver error
+            # outside its hierarchy): the connection may be mid-protocol; never pool it.
+            pooled.invalidate(exc if isinstance(exc, Exception) else None)
             raise
         finally:
             pooled.close()
@@ -399,8 +406,10 @@ class PostgresTransport(DriverTransport):
             self.driver = _Asyncpg
             self.integrity_errors = (asyncpg.IntegrityConstraintViolationError,
                                      IntegrityError)
-            # a server's error, the client's (a closed connection), or the socket's
-            self.database_errors = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
+            # a server's error, the client's (a closed connection, a protocol state it
+            # cannot go on from: InternalClientError), or the socket's
+            self.database_errors = (asyncpg.PostgresError, asyncpg.InterfaceError,
+                                    asyncpg.InternalClientError, OSError)
         else:
             import psycopg
 

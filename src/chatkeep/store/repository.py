@@ -25,7 +25,7 @@ from chatkeep.errors import InvalidArgument, InvalidMessage, SessionNotFound
 from chatkeep.messages import Message, Role
 from chatkeep.refs import Ref
 from chatkeep.store import procedures
-from chatkeep.store.connections import reading, transaction
+from chatkeep.store.connections import reading, retrying_reads, transaction
 from chatkeep.store.direct import driver_transport
 from chatkeep.store.executor import CoreExecutor, CoreTransport, Transport
 from chatkeep.store.procedures import Batch, append_error, usage_values
@@ -125,6 +125,7 @@ class Repository:
                                   "being opened")
         return found, False
 
+    @retrying_reads
     def find_session(self, key: str, tenant: Ref) -> SessionRow | None:
         """The tenant's session named ``key``, or ``None``."""
         with self.reading() as conn:
@@ -133,6 +134,7 @@ class Repository:
                                                 "b_key": key}).first()
         return None if row is None else session_from_row(row)
 
+    @retrying_reads
     def session_ids_starting(self, prefix: str, tenant: Ref | None = None, *,
                              limit: int = 2) -> list[str]:
         """Up to ``limit`` ids that start with ``prefix`` (of ``tenant``'s sessions when
@@ -190,6 +192,7 @@ class Repository:
             "created_at": now, "metadata": metadata or {}, "key": key,
         }
 
+    @retrying_reads
     def get_session(self, session_id: str, tenant: Ref | None = None) -> SessionRow:
         """Load a session; with ``tenant`` given, another tenant's session is not found."""
         with self.reading() as conn:
@@ -206,6 +209,7 @@ class Repository:
                                   + (f" for tenant {tenant}" if tenant else ""))
         return session_from_row(row)
 
+    @retrying_reads
     def list_sessions(self, tenant: Ref, *, actor: Ref | None = None,
                       subject: Ref | None = None, limit: int = 50,
                       before: datetime | None = None) -> list[SessionRow]:
@@ -253,6 +257,7 @@ class Repository:
             raise InvalidMessage("nothing to append: the batch is empty")
         return procedures.append(self._transport, session_id, batch, self.clock)
 
+    @retrying_reads
     def read_messages(self, session_id: str, *, after_seq: int = 0,
                       through_seq: int | None = None, limit: int | None = None,
                       live_only: bool = False) -> list[Message]:
@@ -270,6 +275,7 @@ class Repository:
         with self.reading() as conn:
             return [message_from_row(r) for r in conn.execute(query)]
 
+    @retrying_reads
     def read_history(self, session_id: str) -> tuple[SessionRow, list[Message],
                                                       list[Message]]:
         """What ``build_history`` reads, on one connection: the session row, then its
@@ -353,6 +359,7 @@ class Repository:
             conn.execute(INSERT_USAGE, usage_values(session, billed, now))
             return session
 
+    @retrying_reads
     def usage_report(self, tenant: Ref | None = None, *, since: datetime | None = None,
                      until: datetime | None = None) -> list[UsageLine]:
         """Token usage grouped by tenant, purpose and model."""
@@ -377,6 +384,7 @@ class Repository:
             lines.append(UsageLine(ref, purpose, model, int(prompt), int(completion), int(calls)))
         return lines
 
+    @retrying_reads
     def usage_sum(self, session_id: str) -> int:
         """Sum of the ledger for one session (what ``total_tokens`` must equal)."""
         u = chat_usage.c
@@ -422,6 +430,7 @@ class Repository:
 
     # -- PII vault -----------------------------------------------------------------------
 
+    @retrying_reads
     def read_vault(self, session_id: str) -> tuple[str | None, int]:
         """The sealed placeholder mapping of a session and its version."""
         query = select(chat_sessions.c.pii_vault, chat_sessions.c.pii_vault_version).where(
@@ -432,6 +441,7 @@ class Repository:
             raise SessionNotFound(f"no session {session_id!r}")
         return row[0], int(row[1])
 
+    @retrying_reads
     def vaults_after(self, session_id: str, limit: int) -> list[tuple[str, str, int]]:
         """``(session id, sealed vault, version)`` of sessions holding a vault, in id order
         after ``session_id`` (``""`` = from the start): what a re-key walks, in pages."""
@@ -442,6 +452,7 @@ class Repository:
         with self.reading() as conn:
             return [(r[0], r[1], int(r[2])) for r in conn.execute(query)]
 
+    @retrying_reads
     def count_vaults(self) -> int:
         """How many sessions hold a placeholder vault."""
         query = select(func.count()).where(chat_sessions.c.pii_vault.is_not(None))
