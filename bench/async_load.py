@@ -48,7 +48,7 @@ DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
 """No driver named: each API picks its own (sync psycopg, async asyncpg)."""
 CONFIG = {"chat": {"max_history_tokens": 6000}, "memory": {"distil_on_compress": False}}
 MODEL_SECONDS = 0.3
-"""A summariser call's latency in the model rows (a small hosted model folding ~5k tokens
+"""A summarizer call's latency in the model rows (a small hosted model folding ~5k tokens
 takes longer; 0.3 s understates what overlapping it is worth)."""
 BULLET = {"prefix": ""}
 """What starts each line under a turns table ("- " with ``--markdown``: a list)."""
@@ -60,7 +60,7 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
 
 
 def summary_reply(body: dict[str, Any]) -> Reply:
-    """The summariser model: a structured summary after ``MODEL_SECONDS``."""
+    """The summarizer model: a structured summary after ``MODEL_SECONDS``."""
     return Reply.json({"add": [{"type": "fact", "text": "The client set a point about the "
                                 "plan and its budget."}],
                        "narrative": "The client and the assistant planned the work."},

@@ -15,7 +15,7 @@ and connection pool, running the turn an application runs per request:
 over its own sessions (round robin) under its own tenant; a second PostgreSQL run
 puts every worker's sessions under one shared tenant. Messages are 40-120 word
 user turns and 120-300 word replies, the budget is 6,000 tokens, and compression
-uses the offline extractive summariser (no network), so it fires every few turns
+uses the offline extractive summarizer (no network), so it fires every few turns
 per session and its cost is in the numbers. PII redaction runs as configured by
 default. Runs use a dedicated PostgreSQL schema, created and dropped here.
 ``--markdown`` prints only Markdown on stdout (progress goes to stderr).
@@ -49,7 +49,7 @@ DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 def text(rng: random.Random, low: int, high: int) -> str:
     n = rng.randint(low, high)
     words = [rng.choice(WORDS) for _ in range(n)]
-    for i in range(12, n, 15):  # sentences, so the extractive summariser has first lines
+    for i in range(12, n, 15):  # sentences, so the extractive summarizer has first lines
         words[i] += "."
     return " ".join(words).capitalize() + "."
 
@@ -185,15 +185,15 @@ def main() -> None:
     if args.markdown:
         print(f"Machine: {machine(args.postgres)}; {args.seconds:g} s per run, "
               f"{args.sessions} sessions per worker, budget {args.budget} tokens, "
-              "extractive summariser.\n", flush=True)
+              "extractive summarizer.\n", flush=True)
     else:
         print(f"machine: {machine(args.postgres)}")
         print(f"command: python {' '.join(sys.argv)}")
         print(f"{args.seconds:g} s per run, {args.sessions} sessions per worker, "
-              f"budget {args.budget} tokens, extractive summariser\n", flush=True)
+              f"budget {args.budget} tokens, extractive summarizer\n", flush=True)
     results: list[Result] = []
     with scratch_schema(args.postgres, "ck_load") as url:
-        Chatkeep(url, config=settings(args.budget)).close()  # create the tables once
+        Chatkeep(url, config=settings(args.budget)).start().close()  # create the tables once
         # An unmeasured run fills the tables, then ANALYZE gives the planner statistics;
         # without it the first measured run pays for plans made on empty tables.
         run(url, "warm-up", 2, False, args.sessions, min(args.seconds, 5.0), args.budget)
@@ -213,7 +213,7 @@ def main() -> None:
     if not args.no_sqlite:
         with tempfile.TemporaryDirectory() as tmp:
             sqlite_url = f"sqlite:///{Path(tmp) / 'load.db'}"
-            Chatkeep(sqlite_url, config=settings(args.budget)).close()
+            Chatkeep(sqlite_url, config=settings(args.budget)).start().close()
             sqlite = run(sqlite_url, "SQLite (file, WAL)", 1, False, args.sessions,
                          args.seconds, args.budget)
         results.append(sqlite)

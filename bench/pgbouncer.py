@@ -99,16 +99,16 @@ def main() -> None:
     if args.markdown:
         print(f"Machine: {machine(f'{args.postgres}/postgres')}, PgBouncer on the same "
               f"machine; {args.rounds} x {args.seconds:g} s per cell, {args.concurrency} "
-              "sessions, budget 6000 tokens, extractive summariser.", flush=True)
+              "sessions, budget 6000 tokens, extractive summarizer.", flush=True)
     else:
         print(f"machine: {machine(f'{args.postgres}/postgres')}, PgBouncer on the same machine")
         print(f"command: python {' '.join(sys.argv)}")
         print(f"{args.rounds} x {args.seconds:g} s per cell, {args.concurrency} sessions, "
-              "budget 6000 tokens, extractive summariser\n", flush=True)
+              "budget 6000 tokens, extractive summarizer\n", flush=True)
     rows = variants(args.concurrency)
     tallies: dict[tuple[str, str], Tally] = {(r, v): Tally() for r in routes for v, _ in rows}
     with bench_database(args.postgres, args.database):
-        Chatkeep(direct).close()  # the tables, once
+        Chatkeep(direct).start().close()  # the tables, once
         for url in routes.values():  # unmeasured: connections, plans, a few folds
             for _, run in rows:
                 run(url, min(args.seconds, 1.0))

@@ -1,4 +1,4 @@
-"""What summaries cost: tokens fed to the summariser and calls, chatkeep beside langmem.
+"""What summaries cost: tokens fed to the summarizer and calls, chatkeep beside langmem.
 
     .venv/bin/pip install -e '.[bench]'     # langmem (and compaction-conformance-kit)
     .venv/bin/python bench/summary_economics.py [--turns 400] [--budget 6000] [--markdown]
@@ -6,27 +6,27 @@
 One run, the same texts for both: a 400-turn conversation (200 user and 200 assistant
 messages of 30 to 150 words, deterministic) kept within a 6000-token history budget with a
 600-token summary. chatkeep: ``HistoryCompressor.build_history`` before every assistant
-answer, its summariser an OpenAI client (the real SDK) against ``FakeOpenAIServer``.
+answer, its summarizer an OpenAI client (the real SDK) against ``FakeOpenAIServer``.
 langmem: ``summarize_messages`` (``max_tokens`` = the budget, ``max_summary_tokens`` =
 600) before every assistant answer, its model a LangChain runnable. Both models answer
 every call with a summary of about the same size (it grows by four items, about 60
 tokens, per call, up to the 600-token limit; chatkeep's as JSON items, langmem's as text).
 
 Tokens fed are counted with the same 4-characters-per-token heuristic over the text of
-every message sent to the summariser (prompt, previous summary, conversation); the
+every message sent to the summarizer (prompt, previous summary, conversation); the
 conversation's tokens with the same counter. The peak history is the largest replay each
 one produced (langmem's budget check counts the messages since the last summary, not the
 summary and system prompt beside them, so it may go over). "Question folded" counts the
 histories that do not end with the user message being answered (it went into the
-summary, and the model answers a summary of it). "Summarised" is the
-conversation counted as summarised at the end (before chatkeep's watermark; langmem's
-summarised message ids), and fed / summarised what each summarised token cost: tokens fed
+summary, and the model answers a summary of it). "Summarized" is the
+conversation counted as summarized at the end (before chatkeep's watermark; langmem's
+summarized message ids), and fed / summarized what each summarized token cost: tokens fed
 depend on where the conversation stops relative to the last fold, this ratio much less.
 
-The lossless floor is what no summariser can beat on this workload if it keeps every
-history within the budget and shows its model every message it counts as summarised.
+The lossless floor is what no summarizer can beat on this workload if it keeps every
+history within the budget and shows its model every message it counts as summarized.
 A history (checked before every assistant answer, as above) is the system prompt, the
-summary and the unsummarised messages, each with 4 tokens of framing; the summary after
+summary and the unsummarized messages, each with 4 tokens of framing; the summary after
 k calls is s_k tokens, as the workload's model writes it for langmem (s_0 = 0); ``tail``
 messages (the question being answered, or chatkeep's protected tail) stay verbatim:
 
@@ -34,9 +34,9 @@ messages (the question being answered, or chatkeep's protected tail) stay verbat
   would otherwise be over the budget, and then everything but the tail. No schedule
   needs fewer: after as many folds, this one's watermark is never behind another's
   (folding later or less only leaves more to fold);
-* tokens fed >= (T - U) + s_1 + ... + s_(C_min - 1): every summarised message read once,
+* tokens fed >= (T - U) + s_1 + ... + s_(C_min - 1): every summarized message read once,
   the previous summary once per call after the first, no instructions at all. T is the
-  conversation's tokens; U the most of it that can still be unsummarised at the end, the
+  conversation's tokens; U the most of it that can still be unsummarized at the end, the
   longest run of last messages that fits the budget beside the system prompt and a
   summary of s_(C_min), plus the final answer (no history is built after it).
 
@@ -103,15 +103,15 @@ def summary_text(call: int) -> str:
 
 @dataclass
 class Tally:
-    """Calls and tokens fed to one summariser; the largest history it replayed; the tokens
-    of conversation it counts as summarised, and of those the ones it never showed the
-    summariser."""
+    """Calls and tokens fed to one summarizer; the largest history it replayed; the tokens
+    of conversation it counts as summarized, and of those the ones it never showed the
+    summarizer."""
 
     calls: int = 0
     fed: int = 0
     peak: int = 0
     unread: int = 0
-    summarised: int = 0
+    summarized: int = 0
     question_folded: int = 0
 
 
@@ -139,14 +139,14 @@ def lossless_floor(texts: list[tuple[str, str]], budget: int, tail: int) -> Tall
     start = last
     while start > 0 and sum(cost[start - 1:last]) <= room:
         start -= 1
-    floor.summarised = sum(sizes[:start])
-    floor.fed = floor.summarised + sum(summary(k) - FRAMING for k in range(1, floor.calls))
+    floor.summarized = sum(sizes[:start])
+    floor.fed = floor.summarized + sum(summary(k) - FRAMING for k in range(1, floor.calls))
     return floor
 
 
 def run_chatkeep(texts: list[tuple[str, str]], budget: int, config: ChatConfig,
                  db: Path) -> Tally:
-    """chatkeep's compressor over the conversation, its summariser behind the fake API."""
+    """chatkeep's compressor over the conversation, its summarizer behind the fake API."""
     tally = Tally()
 
     def model(body: dict[str, Any]) -> Reply:
@@ -172,7 +172,7 @@ def run_chatkeep(texts: list[tuple[str, str]], budget: int, config: ChatConfig,
             else:
                 session.add_assistant(text)
         watermark = session.refresh().summary_watermark
-        tally.summarised = sum(COUNTER.count(m.content or "") for m in session.messages
+        tally.summarized = sum(COUNTER.count(m.content or "") for m in session.messages
                                if m.seq <= watermark)
         keep.close()
     return tally
@@ -208,10 +208,10 @@ def run_langmem(texts: list[tuple[str, str]], budget: int,
                                              for m in result.messages))
         else:
             messages.append(AIMessage(content=text, id=f"m{n}"))
-    summarised = running.summarized_message_ids if running else set()
-    tally.summarised = sum(COUNTER.count(str(m.content)) for m in messages
-                           if m.id in summarised)
-    tally.unread = tally.summarised - shown
+    summarized = running.summarized_message_ids if running else set()
+    tally.summarized = sum(COUNTER.count(str(m.content)) for m in messages
+                           if m.id in summarized)
+    tally.unread = tally.summarized - shown
     return tally
 
 
@@ -248,13 +248,13 @@ def main() -> None:
                  run_langmem(texts, args.budget, before_summary=within)))
     print(f"{args.turns} turns, {total} conversation tokens, a {args.budget}-token budget, "
           f"{SUMMARY_TOKENS}-token summaries.\n")
-    print("| summariser | calls | tokens fed | fed / conversation | summarised "
-          "| fed / summarised | largest history | summarised unread | question folded |")
+    print("| summarizer | calls | tokens fed | fed / conversation | summarized "
+          "| fed / summarized | largest history | summarized unread | question folded |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, tally in rows:
         over = " (over budget!)" if tally.peak > args.budget else ""
         print(f"| {name} | {tally.calls} | {tally.fed} | {tally.fed / total:.3f}x | "
-              f"{tally.summarised} | {tally.fed / max(1, tally.summarised):.3f}x | "
+              f"{tally.summarized} | {tally.fed / max(1, tally.summarized):.3f}x | "
               f"{tally.peak}{over} | {tally.unread} | {tally.question_folded} |")
 
 

@@ -115,7 +115,7 @@ class Planted:
 
 
 class ScriptedModel:
-    """Answers a summariser request with the planted statements found in the new part of
+    """Answers a summarizer request with the planted statements found in the new part of
     the conversation (never those only in the previous summary); a statement whose key an
     existing item already has updates that item by id."""
 

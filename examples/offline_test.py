@@ -1,4 +1,4 @@
-"""Testing an app offline: chatkeep's strict fake of the OpenAI API answers the summariser
+"""Testing an app offline: chatkeep's strict fake of the OpenAI API answers the summarizer
 and the distiller over real HTTP on 127.0.0.1, so the real ``openai`` client runs.
 
 Run as a script, or read it as the pattern for your own pytest fixtures (the docs'
@@ -15,7 +15,7 @@ from chatkeep import Chatkeep, Ref
 from chatkeep.testing import FakeOpenAIServer, Reply
 
 
-def summarise_and_remember(db: Path) -> tuple[str | None, list[str]]:
+def summarize_and_remember(db: Path) -> tuple[str | None, list[str]]:
     """Fold a long conversation with a scripted summary, distil one scripted memory."""
     with FakeOpenAIServer() as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="test", max_retries=0)
@@ -27,7 +27,7 @@ def summarise_and_remember(db: Path) -> tuple[str | None, list[str]]:
                 session.add_user(f"Question {i}: " + "tell me about the lease " * 20)
                 session.add_assistant(f"Answer {i}: " + "the lease says " * 20)
             server.script(
-                # the summariser: an edit of the structured summary
+                # the summarizer: an edit of the structured summary
                 Reply.json({"add": [{"type": "fact", "text": "The lease runs to 2030."}],
                             "update": [], "retire": [], "narrative": "Lease questions."}),
                 # the distiller: facts, each with its scope
@@ -41,6 +41,6 @@ def summarise_and_remember(db: Path) -> tuple[str | None, list[str]]:
 
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as scratch:
-        summary, memories = summarise_and_remember(Path(scratch) / "chat.db")
+        summary, memories = summarize_and_remember(Path(scratch) / "chat.db")
         print(summary)
         print(memories)

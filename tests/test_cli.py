@@ -19,7 +19,7 @@ def test_demo_compresses_and_loses_nothing(tmp_path: Path) -> None:
     result = runner.invoke(app, ["demo", "--db", url, "--budget", "2000"],
                            env={"OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""})
     assert result.exit_code == 0, result.output
-    assert "offline extractive summariser" in result.output
+    assert "offline extractive summarizer" in result.output
     keep = Chatkeep(url)
     (session,) = keep.sessions.list(Ref("organization", "demo-firm"))
     assert session.message_count == len(demo_messages())

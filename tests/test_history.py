@@ -56,7 +56,7 @@ def test_under_budget_everything_goes_verbatim(keep: Chatkeep,
     assert s.summary is None and s.summary_watermark == 0
 
 
-def test_over_budget_summarises_stores_watermark_and_reuses_it(
+def test_over_budget_summarizes_stores_watermark_and_reuses_it(
         keep: Chatkeep, openai_client: openai.OpenAI, llm_server: FakeOpenAIServer) -> None:
     s = keep.sessions.create(tenant=ORG)
     fill(s, 10)  # 20 messages of ~80 tokens: ~1650 tokens > 1000
@@ -72,7 +72,7 @@ def test_over_budget_summarises_stores_watermark_and_reuses_it(
     assert 0 < watermark <= 16
     stored = keep.sessions.get_unscoped(s.id)
     assert (stored.summary, stored.summary_watermark) == ("SUMMARY-ONE", watermark)
-    # The summariser saw exactly the folded messages, oldest first.
+    # The summarizer saw exactly the folded messages, oldest first.
     folded_text = request["messages"][1]["content"]
     assert "U0 " in folded_text
     assert f"{'U' if watermark % 2 else 'A'}{(watermark - 1) // 2} " in folded_text
@@ -134,7 +134,7 @@ def test_recent_messages_always_verbatim(keep: Chatkeep, openai_client: openai.O
     assert len(llm_server.requests) == 1
 
 
-def test_tool_plumbing_is_never_replayed_or_summarised(
+def test_tool_plumbing_is_never_replayed_or_summarized(
         keep: Chatkeep, openai_client: openai.OpenAI, llm_server: FakeOpenAIServer) -> None:
     s = keep.sessions.create(tenant=ORG)
     for i in range(8):
@@ -175,7 +175,7 @@ def test_token_counter_is_pluggable(keep: Chatkeep) -> None:
     Reply.error(500), Reply.error(429, "rate limited"), Reply.garbage(), Reply.hang(3.0),
     Reply.ok("   "), Reply.ok("word " * 5000),
 ], ids=["http500", "http429", "garbage", "timeout", "empty", "runaway"])
-def test_failing_summariser_keeps_previous_summary_and_replays(
+def test_failing_summarizer_keeps_previous_summary_and_replays(
         keep: Chatkeep, llm_server: FakeOpenAIServer, failure: Reply,
         caplog: pytest.LogCaptureFixture) -> None:
     client = openai.OpenAI(base_url=llm_server.base_url, api_key="k", max_retries=0,
@@ -191,7 +191,7 @@ def test_failing_summariser_keeps_previous_summary_and_replays(
 
     llm_server.script(failure)
     history = hc.build_history(s, SYSTEM)  # must not raise
-    assert "summariser failed" in caplog.text
+    assert "summarizer failed" in caplog.text
     assert s.refresh().summary == "GOOD SUMMARY"
     assert s.summary_watermark == old_watermark
     assert unfence(history[1]["content"]).endswith("GOOD SUMMARY")
@@ -219,7 +219,7 @@ class HoldingSummarizer:
 
 def test_a_caller_arriving_mid_fold_does_not_pay_for_it_again(make_keep) -> None:
     """The fold's claim (a lease): the second caller replays the stored state instead of
-    calling the summariser for the same step (issue 22: lost races were billed)."""
+    calling the summarizer for the same step (issue 22: lost races were billed)."""
     keep = make_keep()
     s = keep.sessions.create(tenant=ORG)
     fill(s, 12)

@@ -57,10 +57,10 @@ def test_session_switch_changed_later_takes_effect(make_keep) -> None:
     assert EMAIL_A in keep.compressor.build_history(session, "")[0]["content"]
 
 
-def test_nothing_raw_leaves_through_replay_and_summariser(make_keep) -> None:
+def test_nothing_raw_leaves_through_replay_and_summarizer(make_keep) -> None:
     with FakeOpenAIServer() as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
-        # The summariser echoes what it was given, placeholders included.
+        # The summarizer echoes what it was given, placeholders included.
         server.responder = lambda body: Reply.ok(
             "Summary: " + body["messages"][1]["content"][-300:])
         keep = privacy_keep(make_keep, client)
@@ -73,7 +73,7 @@ def test_nothing_raw_leaves_through_replay_and_summariser(make_keep) -> None:
             replays.append(keep.compressor.build_history(session, f"Client is {EMAIL_A}"))
         assert session.summary_watermark > 0, "compression must have fired"
         bodies = server.bodies()
-    assert bodies, "the summariser must have been called"
+    assert bodies, "the summarizer must have been called"
     outbound = bodies + [str(r) for r in replays]
     for text in outbound:
         for value in PII_VALUES:

@@ -39,7 +39,7 @@ class Chatkeep:
     """Durable multi-tenant chat sessions with a budgeted history.
 
     ``model``: an ``openai.OpenAI`` client or a ``ChatModel`` for summaries; ``None`` uses
-    ``llm`` config / ``OPENAI_*`` env when set, and the offline extractive summariser when not.
+    ``llm`` config / ``OPENAI_*`` env when set, and the offline extractive summarizer when not.
     ``config``: a ``Config`` or a dict of sections (merged over TOML file and env).
     ``create_schema``: create missing tables (the embedded default; use migrations in production).
     ``recognizers``: your own PII ``Recognizer`` objects, run beside the built-in ones.

@@ -44,7 +44,7 @@ class ChatConfig:
     """How far a fold goes: the oldest messages are folded until the history (with the
     summary counted at its limit) would cost at most this share of the budget. ``0`` (the
     default) folds everything but the protected tail, so each fold is as large, and the
-    next one as late, as the budget allows: the fewest summariser calls. A higher value
+    next one as late, as the budget allows: the fewest summarizer calls. A higher value
     keeps more verbatim after a fold, at the price of smaller, more frequent folds."""
     summary_max_tokens: int | None = None
     """Length the summary is kept within (a longer reply is clipped); ``None`` = a tenth of
@@ -52,20 +52,20 @@ class ChatConfig:
     language: str = "English"
     """Language the summary is written in."""
     summary_model: str = "gpt-4o-mini"
-    """The cheap model used to summarise."""
+    """The cheap model used to summarize."""
     max_message_tokens: int = 16000
     """Hard cap on one outgoing message: a longer one (a 5M-token paste, a huge tool result)
     goes out clipped head and tail with a visible marker; the stored message is untouched."""
     summary_input_max_tokens: int = 16000
-    """What one summariser call may read (prompt, previous summary and transcript): a larger
+    """What one summarizer call may read (prompt, previous summary and transcript): a larger
     backlog is folded in several calls, so it fits the summary model's own context."""
     fold_lease: float = 300.0
-    """Seconds a caller holds its claim on the next fold while its summariser runs: other
+    """Seconds a caller holds its claim on the next fold while its summarizer runs: other
     callers meanwhile replay the stored summary instead of paying for the same fold. A
     claimant that dies frees the session when the lease ends."""
     fold_retry_after: float = 30.0
     """Seconds after a failed fold before the session tries again (the turns in between
-    replay the previous summary without calling the summariser); doubled for each failure
+    replay the previous summary without calling the summarizer); doubled for each failure
     in a row, up to ``fold_retry_max``. ``0`` retries on the next turn."""
     fold_retry_max: float = 3600.0
     """The longest wait between two fold attempts after failures."""

@@ -19,7 +19,7 @@ working::
     ├── UnknownJob (LookupError)          a job name no handler takes
     ├── KeepClosed                        an AsyncChatkeep used after close()
     ├── ModelError                        a model or embedding call failed
-    │   └── SummaryReplyError             the summariser's JSON reply is off-shape
+    │   └── SummaryReplyError             the summarizer's JSON reply is off-shape
     ├── DistillationError                 a range could not become memories
     ├── PrivacyError                      redaction could not be applied: nothing is sent
     └── StoreError                        the database refused, or cannot be reached
@@ -111,7 +111,7 @@ class KeepClosed(ChatkeepError):
 
 
 class SummaryReplyError(ModelError):
-    """The summariser's JSON reply is off-shape: nothing of it is used."""
+    """The summarizer's JSON reply is off-shape: nothing of it is used."""
 
 
 class ConnectionLost(StoreError):

@@ -107,10 +107,10 @@ class Message:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     native: Mapping[str, Any] = field(default_factory=dict)
     """Provider payloads replayed verbatim to their own format (``{"anthropic_messages":
-    {"thinking": [...]}}``); never summarised, never sent to another format."""
+    {"thinking": [...]}}``); never summarized, never sent to another format."""
     retracted_at: datetime | None = None
     """When the message was retracted (``pop_item``, ``clear_session``): kept for the
-    record, never replayed, summarised or distilled again."""
+    record, never replayed, summarized or distilled again."""
 
     @property
     def is_plumbing(self) -> bool:
@@ -121,7 +121,7 @@ class Message:
     def replay_text(self) -> str | None:
         """The text this message contributes to a replay, or ``None`` if it never replays.
 
-        This is what a *closed* turn contributes (and what the summariser reads): user and
+        This is what a *closed* turn contributes (and what the summarizer reads): user and
         assistant text only. Tool results and tool-call-only assistant messages are
         plumbing; an assistant message with both contributes its text alone. The open
         turn replays its plumbing in full (see :mod:`chatkeep.history.turns`).

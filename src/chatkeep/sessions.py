@@ -220,7 +220,7 @@ class ChatSession:
 
     def retract_last(self) -> Message | None:
         """Retract the newest live message: kept for the record and marked, but never
-        replayed, summarised or distilled again (the Agents SDK's ``pop_item``). Returns
+        replayed, summarized or distilled again (the Agents SDK's ``pop_item``). Returns
         it, or ``None`` when nothing is live. A message already folded into the summary
         stays in the summary; a fold still in flight loses its compare-and-set and plans
         again without it."""
@@ -249,7 +249,7 @@ class ChatSession:
     def add_system(self, content: str, *, metadata: Mapping[str, Any] | None = None) -> Message:
         """Record an instruction added mid-session. ``build_history`` replays every stored
         system message pinned after the system prompt, in order: never folded, never
-        summarised, counted in the budget."""
+        summarized, counted in the budget."""
         return self.add_message(Role.SYSTEM, content, metadata=metadata)
 
     def add_assistant(self, content: str | None = None, *,

@@ -156,7 +156,7 @@ def conversation(messages: int, seed: int = 3) -> list[str]:
 
 def fewest_folds(texts: list[str], budget: int, fixed: int, summary: int, tail: int) -> int:
     """The fewest folds that keep every history (one before every answer) within the
-    budget while showing the summariser every message it folds: fold only when the
+    budget while showing the summarizer every message it folds: fold only when the
     history would be over the budget, and then everything but the last ``tail`` messages.
     Folding earlier or less never leaves less to fold later, so nothing needs fewer."""
     counter = HeuristicCounter()
@@ -202,7 +202,7 @@ def test_by_default_a_long_conversation_folds_as_rarely_as_the_budget_allows(
     # Each message was shown once, in order, and each fold left only the protected tail.
     shown = [seq for fold in summarizer.folds for seq in fold]
     assert shown == list(range(1, len(shown) + 1))
-    # The previous default (fold down to 60% of the budget) calls the summariser far more.
+    # The previous default (fold down to 60% of the budget) calls the summarizer far more.
     often = CountingSummarizer()
     run_conversation(keep, HistoryCompressor(often, max_history_tokens=budget,
                                              compress_target=0.6), texts)
@@ -223,7 +223,7 @@ def test_a_low_compress_target_never_leaves_the_history_over_budget(
 def test_folding_waits_for_a_batch_only_when_folding_cannot_fit_the_budget(
         keep: Chatkeep) -> None:
     """The protected tail alone is over the budget: each small turn would otherwise cost a
-    summariser call; they are folded in batches, the history flagged over budget."""
+    summarizer call; they are folded in batches, the history flagged over budget."""
     summarizer = CountingSummarizer("S")
     hc = HistoryCompressor(summarizer, max_history_tokens=1000)
     s = keep.sessions.create(tenant=ORG)

@@ -1,4 +1,4 @@
-"""build_history at the edges (issue 22): a summariser reply that cannot be stored, a
+"""build_history at the edges (issue 22): a summarizer reply that cannot be stored, a
 retraction racing a fold, and arguments of the wrong type; on both APIs and both stores."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_a_summary_reply_that_cannot_be_stored_is_a_failed_fold(
         expected = [m.content for m in s.messages_after(old_watermark) if m.replay_text]
         assert [m["content"] for m in history[2:]] == expected
         s.add_user(f"follow-up {turn}")
-    assert "summariser failed" in caplog.text
+    assert "summarizer failed" in caplog.text
     assert len(llm_server.requests) == asked + 1  # the back-off spared two calls
     stored = keep.sessions.get_unscoped(s.id)
     assert (stored.summary, stored.summary_watermark) == ("GOOD SUMMARY", old_watermark)
@@ -65,7 +65,7 @@ def test_a_message_retracted_while_a_fold_is_in_flight_never_reaches_the_summary
     fill(s, 10)  # seq 1..20; the fold takes 1..16 (all but the last four)
     popped: list[str] = []
 
-    def summariser(body: dict[str, object]) -> Reply:
+    def summarizer(body: dict[str, object]) -> Reply:
         """Echoes the markers of what it was shown; during the first call, the other
         process pops five messages (the protected tail and the fold's newest, A7)."""
         if not popped:
@@ -77,7 +77,7 @@ def test_a_message_retracted_while_a_fold_is_in_flight_never_reaches_the_summary
         shown = str(body["messages"][-1]["content"])  # type: ignore[index]
         return Reply.ok(" ".join(re.findall(r"\b[UA]\d+\b", shown)))
 
-    llm_server.responder = summariser
+    llm_server.responder = summarizer
     history = keep.compressor.build_history(s, SYSTEM)
     assert popped == ["A9", "U9", "A8", "U8", "A7"]
     stored = keep.sessions.get_unscoped(s.id)

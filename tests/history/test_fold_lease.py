@@ -1,5 +1,5 @@
 """24 tasks chatting on one session through one ``AsyncChatkeep`` (issue 22, item 4): each
-fold is claimed before the summariser is called, so at most 1.2 summariser calls are made
+fold is claimed before the summarizer is called, so at most 1.2 summarizer calls are made
 per stored fold (the review measured 424 calls for 17 folds); and a claimant that died
 frees the session when its lease ends. On both stores."""
 
@@ -24,7 +24,7 @@ CONFIG = {"chat": {"max_history_tokens": 1200, "recent_messages_min": 4,
 
 
 class CountingModel:
-    """An async chat model for the summariser: a short narrative after a pause long enough
+    """An async chat model for the summarizer: a short narrative after a pause long enough
     for the other tasks to arrive mid-fold; counts its calls."""
 
     def __init__(self) -> None:

@@ -33,7 +33,7 @@ def test_a_preview_forecasts_the_fold_and_changes_nothing(
         assert preview.info.preview and preview.info.over_budget
         assert preview.info.would_fold > 0 and not preview.info.compressed
         assert preview.info.format == format
-    assert llm_server.requests == []  # no summariser call
+    assert llm_server.requests == []  # no summarizer call
     assert snapshot(keep, s) == before
 
     llm_server.script(Reply.ok("GOOD SUMMARY"))

@@ -1,6 +1,6 @@
 """The structured running summary: items merged by id in code (a forgetful fold drops
 nothing, a contradicting update replaces), the shrink order, plain-text replies, summaries
-of earlier versions, the fence around the replayed summary, and the offline summariser."""
+of earlier versions, the fence around the replayed summary, and the offline summarizer."""
 
 from __future__ import annotations
 
@@ -205,7 +205,7 @@ def test_an_off_shape_json_reply_keeps_the_previous_summary(
     fill(s, 8, start=50)
     llm_server.script(Reply.json({"retire": ["r7"]}))  # an id the summary does not hold
     history = hc.build_history(s, SYSTEM)  # must not raise
-    assert history.info.summary_failed and "summariser failed" in caplog.text
+    assert history.info.summary_failed and "summarizer failed" in caplog.text
     assert (s.refresh().summary, s.summary_watermark) == before
 
 
@@ -290,7 +290,7 @@ def test_a_long_summary_is_shrunk_by_the_compressor_not_clipped(keep: Chatkeep) 
 
         def summarize(self, previous: str | None, messages: Sequence[Message],
                       language: str) -> Any:
-            raise AssertionError("a structured summariser is folded, not summarised")
+            raise AssertionError("a structured summarizer is folded, not summarized")
 
     s = keep.sessions.create(tenant=ORG)
     fill(s, 10)
@@ -414,7 +414,7 @@ def test_the_summary_role_is_configured_and_checked(keep: Chatkeep) -> None:
 def test_an_injected_order_carried_into_the_summary_stays_inside_the_record(
         keep: Chatkeep) -> None:
     class Echo:
-        """Keeps every user turn as a fact, as a summariser taken in by it might."""
+        """Keeps every user turn as a fact, as a summarizer taken in by it might."""
 
         def fold(self, previous: StructuredSummary | None, messages: Sequence[Message],
                  language: str) -> Any:
@@ -426,7 +426,7 @@ def test_an_injected_order_carried_into_the_summary_stays_inside_the_record(
 
         def summarize(self, previous: str | None, messages: Sequence[Message],
                       language: str) -> Any:
-            raise AssertionError("folded, not summarised")
+            raise AssertionError("folded, not summarized")
 
     s = keep.sessions.create(tenant=ORG)
     s.add_user(INJECTION)
@@ -442,10 +442,10 @@ def test_an_injected_order_carried_into_the_summary_stays_inside_the_record(
         assert history[0]["content"] == SYSTEM
 
 
-# -- the offline summariser ----------------------------------------------------------------
+# -- the offline summarizer ----------------------------------------------------------------
 
 
-def test_the_offline_summariser_keeps_what_matters_and_drops_filler() -> None:
+def test_the_offline_summarizer_keeps_what_matters_and_drops_filler() -> None:
     messages = [
         msg(1, "user", "Hello there!"), msg(2, "assistant", "Hi! How can I help?"),
         msg(3, "user", "Never share the vault code with anyone."),
@@ -475,7 +475,7 @@ def test_the_offline_summariser_keeps_what_matters_and_drops_filler() -> None:
 
 
 @pytest.mark.parametrize("limit", [16, 40, 80, 160])
-def test_the_offline_summariser_is_never_over_its_limit(limit: int) -> None:
+def test_the_offline_summarizer_is_never_over_its_limit(limit: int) -> None:
     counter = HeuristicCounter()
     summarizer = ExtractiveSummarizer(limit, counter=counter)
     previous: StructuredSummary | None = None
@@ -492,7 +492,7 @@ def test_the_offline_summariser_is_never_over_its_limit(limit: int) -> None:
     assert all(i.type in (ItemType.RULE, ItemType.CONSTRAINT) for i in previous.items)
 
 
-def test_the_offline_summariser_reads_an_old_outline_as_its_narrative() -> None:
+def test_the_offline_summarizer_reads_an_old_outline_as_its_narrative() -> None:
     old = "- User: first\n- Assistant: second"
     result = ExtractiveSummarizer(200).summarize(old, [msg(9, "user", "Hi")], "English")
     assert result.text == old
@@ -567,7 +567,7 @@ def test_salience_counts_names_and_identifiers_after_the_first_word(sentence: st
     assert salience(sentence) == names
 
 
-# -- the summariser's request --------------------------------------------------------------
+# -- the summarizer's request --------------------------------------------------------------
 
 
 class RecordingModel:

@@ -2,7 +2,7 @@
 with folds, tool calls, a retraction, personal data under a sealed vault, memories (one
 superseded) with vectors, and a ledger.
 
-``ScriptedModel`` plays the summariser and the distiller in process (no server): its
+``ScriptedModel`` plays the summarizer and the distiller in process (no server): its
 replies are fixed, its usage is billed like a real model's.
 """
 

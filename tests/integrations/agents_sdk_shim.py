@@ -55,7 +55,7 @@ def _scratch_file() -> Path:
 
 
 def _keep(path: str | os.PathLike[str]) -> AsyncChatkeep:
-    """A keep on the SQLite file ``path``; its model (the summariser's) is never reached in
+    """A keep on the SQLite file ``path``; its model (the summarizer's) is never reached in
     these tests: it points nowhere, so nothing leaves this machine."""
     model = openai.AsyncOpenAI(api_key="unused", base_url="http://127.0.0.1:9/v1",
                                max_retries=0)

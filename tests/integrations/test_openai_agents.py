@@ -130,7 +130,7 @@ def test_runner_across_a_compression(db_url: str) -> None:
 
 
 def _summaries_and(responder: Any) -> Any:
-    """The agent model, except for chatkeep's own summariser calls (chat completions whose
+    """The agent model, except for chatkeep's own summarizer calls (chat completions whose
     system prompt asks for a running summary)."""
     from chatkeep.testing import Reply
 

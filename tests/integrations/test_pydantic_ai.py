@@ -149,7 +149,7 @@ def nothing_repaired(requests: Sequence[Sequence[ModelMessage]]) -> None:
 
 
 def summary_server() -> FakeOpenAIServer:
-    """The summariser's endpoint: every chat completion is answered with the summary."""
+    """The summarizer's endpoint: every chat completion is answered with the summary."""
     return FakeOpenAIServer(responder=lambda body: Reply.ok(SUMMARY))
 
 
@@ -597,7 +597,7 @@ RAW = ["ana.garcia@example.com", "ANA.GARCIA@EXAMPLE.COM", "7911 123456", "79111
 
 
 def test_no_detected_value_reaches_the_model(db_url: str) -> None:
-    """With redaction on, the model (and the summariser) never see a raw value: not in
+    """With redaction on, the model (and the summarizer) never see a raw value: not in
     the run's new prompt, a tool's result, the instructions, the stored history, nor the
     summary; what the model writes in placeholders is stored with the real values, and
     the conversation still reloads exactly as Pydantic AI saved it."""
@@ -652,7 +652,7 @@ def test_no_detected_value_reaches_the_model(db_url: str) -> None:
         bodies = server.bodies()
     sent = weather.sent()
     assert "<EMAIL_1>" in sent and "<PHONE_1>" in sent
-    assert bodies, "the summariser was called"
+    assert bodies, "the summarizer was called"
     for raw in RAW:
         assert raw not in sent
         assert all(raw not in (text or "") for text in instructions)

@@ -124,9 +124,9 @@ def test_a_deadline_counts_down() -> None:
         deadline.check("m")
 
 
-def test_a_turn_on_a_trickling_summariser_ends_in_time_and_keeps_everything(
+def test_a_turn_on_a_trickling_summarizer_ends_in_time_and_keeps_everything(
         make_keep: Callable[..., Chatkeep], trickling: FakeOpenAIServer) -> None:
-    """The whole turn: ``build_history`` over budget, the summariser trickling, on every
+    """The whole turn: ``build_history`` over budget, the summarizer trickling, on every
     API and store; the fold fails (logged, nothing lost) once the deadline passes."""
     keep = make_keep(config={
         "llm": {"base_url": trickling.base_url, "api_key": "k", "timeout": TIMEOUT,

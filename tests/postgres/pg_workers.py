@@ -24,7 +24,7 @@ class RangeSummarizer:
     folded seqs, so the stored text records every fold that ever won the compare-and-set.
 
     With a ``barrier``, the first call in this process waits until every process has
-    reached its summariser, so all of them fold the same range at the same time.
+    reached its summarizer, so all of them fold the same range at the same time.
     """
 
     def __init__(self, barrier: Any = None) -> None:

@@ -1,4 +1,4 @@
-"""Faults on PostgreSQL: a backend killed mid-transaction, a summariser that times out.
+"""Faults on PostgreSQL: a backend killed mid-transaction, a summarizer that times out.
 
 The kill is deterministic: a cursor event on the engine calls
 ``pg_terminate_backend(pid, timeout)`` (which waits until the backend is gone) from a
@@ -171,7 +171,7 @@ def test_backend_killed_during_summary_write_changes_no_summary(
     assert after["seqs"] == before["seqs"]
     assert after["session"][2:5] == (None, 0, 0)
     assert after["session"][0] == before["session"][0]
-    # The summariser had answered before the write: its usage was billed in its own
+    # The summarizer had answered before the write: its usage was billed in its own
     # transaction (the tokens were spent), and the ledger still equals the counter.
     assert summarizer.calls == 1
     assert after["usage"] == (before["usage"][0] + 1, 15)
@@ -186,7 +186,7 @@ def test_backend_killed_during_summary_write_changes_no_summary(
     assert session.add_user("still writable").seq == 21
 
 
-def test_summariser_timeout_leaves_the_session_usable(
+def test_summarizer_timeout_leaves_the_session_usable(
         pg_keep: Callable[..., Chatkeep]) -> None:
     keep = pg_keep()
     session = over_budget(keep)

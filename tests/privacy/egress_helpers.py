@@ -36,7 +36,7 @@ KINDS = tuple(POOLS)
 #: How a value is written where it is placed.
 FORMS = ("plain", "upper", "lower", "json_u", "url")
 PLACEHOLDER = re.compile(r"<[A-Z_]+_\d+>")
-#: Prose a summariser or distiller writes around the placeholders it was shown.
+#: Prose a summarizer or distiller writes around the placeholders it was shown.
 REWORDINGS = ("Customer's mobile no. {p}.", "Identity verified with {p}.", "ref {p}",
               "({p})", "{p}, confirmed", "see {p} above")
 
@@ -117,7 +117,7 @@ def sent_history(history: Any) -> str:
 
 
 class ModelPlayer:
-    """Plays the summariser and the distiller on the recording server: it writes back the
+    """Plays the summarizer and the distiller on the recording server: it writes back the
     placeholders it was shown in unlabelled prose (so they are redacted again only because
     the vault knows them), and, as the distiller, also any ``model_written`` texts (a model
     writing a raw value into a memory). Records which kind of request it answered."""

@@ -11,7 +11,7 @@ once in user or assistant text (where every path reads it); its other copies are
 surface form (as typed, upper or lower case, JSON-escaped, URL-encoded).
 
 Then everything that can send runs against the recording server: ``build_history`` in
-each format with a budget small enough that the LLM summariser folds, the distiller
+each format with a budget small enough that the LLM summarizer folds, the distiller
 (``distil_on_compress`` and ``memory.distil``), recall with embeddings (the history's
 memory provider and ``memory.recall``), and a later session recalling the memories. No
 raw or normalised form of any value may appear in any recorded request body nor in any
@@ -340,7 +340,7 @@ def test_no_raw_value_leaves_by_any_path(scenario: Scenario) -> None:
         histories = drive(world, scenario)
     bodies = [(f"request {i}", body) for i, body in enumerate(world.server.bodies())]
     assert_never_raw([*bodies, *histories], scenario.values)
-    # Every path ran: a fold by the summariser, the distiller, the embedding endpoint.
+    # Every path ran: a fold by the summarizer, the distiller, the embedding endpoint.
     assert "summary" in world.player.asked, world.player.asked
     assert "extract" in world.player.asked, world.player.asked
     assert world.server.embedding_requests

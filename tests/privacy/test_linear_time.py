@@ -1,6 +1,6 @@
 """No input can stall redaction: every recognizer, and the detector, runs in linear time.
 
-Redaction runs on every outgoing text (history, summariser, distiller), so one
+Redaction runs on every outgoing text (history, summarizer, distiller), so one
 message that makes a pattern backtrack quadratically would slow every turn of
 its session (the old IPv6 pattern took 17 s on ``"1:" * 25000 + "g"``). Each
 family repeats a fragment that nearly matches some pattern, the shapes

@@ -1,5 +1,5 @@
 """A value once detected for a session never leaves raw again, whatever words surround it:
-a summariser and a distiller that reword around placeholders, memories recalled into
+a summarizer and a distiller that reword around placeholders, memories recalled into
 another session, the subject reference in the distiller's prompt. End to end against
 the recording server (the real openai SDK on the wire)."""
 
@@ -32,7 +32,7 @@ REWORDINGS = ["Customer's mobile no. {p}.", "Identity verified with {p}.", "{p}/
 
 
 def rewording_model(body: dict[str, Any]) -> Reply:
-    """Summariser and distiller at once: whatever placeholders it was shown, it writes them
+    """Summarizer and distiller at once: whatever placeholders it was shown, it writes them
     back in unlabelled contexts (the summary as prose, the facts as JSON)."""
     system = body["messages"][0]["content"]
     shown = sorted(set(PLACEHOLDER.findall(json.dumps(body))))
@@ -84,7 +84,7 @@ def test_reworded_summaries_and_memories_never_carry_raw_values(privacy_keep: An
     later.add_user("Hello again, can you check my contact details?")
     histories.append(keep.compressor.build_history(later, "You help customers."))
     assert "Contact detail: <" in str(histories[-1]), "memories must be recalled"
-    # The summariser reworded the placeholders it saw; each was sent out again many times.
+    # The summarizer reworded the placeholders it saw; each was sent out again many times.
     requests = server.bodies()
     assert any("running summary" in b for b in requests)
     assert any('\\"facts\\"' in b or '"facts"' in b for b in requests)

@@ -185,10 +185,10 @@ def test_the_history_read_takes_the_tail_after_the_watermark_on_one_connection()
     assert script.opened == ["reading"] and script.statements == [sql.SESSION_BY_ID, sql.ALL_LIVE]
     assert below == [] and [m.seq for m in after] == [1, 2] and row.last_seq == 3
     script = Script({sql.SESSION_BY_ID: [[session_row(last_seq=5, summary_watermark=3)]],
-                     sql.UNSUMMARISED: [[message_row(1, "system"), message_row(4),
+                     sql.UNSUMMARIZED: [[message_row(1, "system"), message_row(4),
                                      message_row(5)]]})
     row, below, after = procedures.read_history(script, "s1")
-    assert script.ran[1] == (sql.UNSUMMARISED, {"b_session_id": "s1", "b_watermark": 3})
+    assert script.ran[1] == (sql.UNSUMMARIZED, {"b_session_id": "s1", "b_watermark": 3})
     assert [m.seq for m in below] == [1] and [m.seq for m in after] == [4, 5]
     with pytest.raises(SessionNotFound, match=r"^no session 'gone'$"):
         procedures.read_history(Script(), "gone")

@@ -11,7 +11,7 @@ from chatkeep.store.statements import (
     PG_APPEND,
     SESSION_BY_ID,
     SET_SUMMARY,
-    UNSUMMARISED,
+    UNSUMMARIZED,
 )
 
 
@@ -22,4 +22,4 @@ def test_row_conversions_read_the_columns_every_read_selects() -> None:
     for statement in (*PG_APPEND.values(), CLAIM_SEQ, SET_SUMMARY):
         assert tuple(c.name for c in statement.exported_columns) == SESSION_FIELDS
     assert tuple(c.name for c in MESSAGE_COLUMNS) == MESSAGE_FIELDS
-    assert tuple(c.name for c in UNSUMMARISED.selected_columns) == MESSAGE_FIELDS
+    assert tuple(c.name for c in UNSUMMARIZED.selected_columns) == MESSAGE_FIELDS

@@ -6,7 +6,7 @@ whenever the core waits for the database (an async driver: aiosqlite, asyncpg, p
 async connection) or for a model (``openai.AsyncOpenAI`` through :class:`BridgedChatModel`),
 the greenlet switches back to the loop, which awaits it; no thread is used and no rule,
 query or prompt exists twice. The price: a plug-in that blocks (a sync HTTP call in a
-custom summariser) blocks the loop, so the async API accepts only async model clients.
+custom summarizer) blocks the loop, so the async API accepts only async model clients.
 """
 
 from __future__ import annotations

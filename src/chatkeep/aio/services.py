@@ -59,7 +59,7 @@ class AsyncHistoryCompressor(Twin[HistoryCompressor]):
                             memories: Sequence[str] | None = None,
                             format: str = "openai_chat") -> History[Any]:
         """The messages to send next (see ``HistoryCompressor.build_history``); the
-        summariser and the distiller it dispatches are awaited, never block the loop."""
+        summarizer and the distiller it dispatches are awaited, never block the loop."""
 
     @overload
     async def preview_history(self, session: AnySession, system_prompt: str, *,

@@ -1,6 +1,6 @@
 """``chatkeep demo``: replay the bundled conversation and show compression at work.
 
-Offline by default (the extractive summariser); with an endpoint configured
+Offline by default (the extractive summarizer); with an endpoint configured
 (``OPENAI_API_KEY``/``OPENAI_BASE_URL`` or ``[llm]`` config) it uses the real model.
 """
 
@@ -53,13 +53,13 @@ def demo(db: DbOption = DEMO_DB,
                        "summary_max_tokens": max(50, budget // 6)},
               "memory": {"distil_on_compress": False}}
     with open_keep(db, config, settings) as keep:
-        summariser = "model" if keep.model is not None else "offline extractive summariser"
+        summarizer = "model" if keep.model is not None else "offline extractive summarizer"
         messages = demo_messages()
         session = keep.sessions.create(Ref("organization", "demo-firm"), Ref("user", "alice"),
                                        Ref("matter", "M-100"), title="chatkeep demo")
         console.print(Panel.fit(
             f"session {session.id}\n{len(messages)} messages · budget {budget} tokens · "
-            f"last {recent} always verbatim · summaries by the {summariser}\n"
+            f"last {recent} always verbatim · summaries by the {summarizer}\n"
             f"database {safe(describe_url(db))}",
             title="chatkeep demo"))
         console.print("turn  stored  replayed  history tokens / budget  watermark")

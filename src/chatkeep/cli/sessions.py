@@ -200,7 +200,7 @@ def show(session_id: SessionIdArg, tenant: TenantOption = None,
         table = Table("seq", "role", "content", "tokens", show_lines=True)
         for m in shown:
             role = m.role.value if m.role is not Role.TOOL else f"tool ← {safe(m.tool_call_id)}"
-            folded = " [dim](summarised)[/dim]" if m.seq <= s.summary_watermark else ""
+            folded = " [dim](summarized)[/dim]" if m.seq <= s.summary_watermark else ""
             if m.retracted_at is not None:
                 folded += " [yellow](retracted)[/yellow]"
             table.add_row(str(m.seq), role + folded, _describe(m), str(m.tokens or 0))
@@ -217,7 +217,7 @@ def history(session_id: SessionIdArg,
             = WireFormatName.OPENAI_CHAT,
             fold: Annotated[bool, typer.Option(
                 "--fold", help="Do what the next real call does: fold an over-budget "
-                "history into the summary first (calls the summariser, stores the summary "
+                "history into the summary first (calls the summarizer, stores the summary "
                 "and bills the tenant).")] = False,
             tenant: TenantOption = None, db: DbOption = DEFAULT_DB,
             config: ConfigOption = None) -> None:

@@ -105,7 +105,7 @@ class HistoryInfo:
     compressed: bool = False
     """Whether this call folded messages into the summary."""
     summary_failed: bool = False
-    """Whether the summariser failed (the previous summary was kept)."""
+    """Whether the summarizer failed (the previous summary was kept)."""
     over_budget_reason: str | None = None
     """Why the history is over budget (``None`` when it fits)."""
     clipped: int = 0

@@ -4,17 +4,17 @@ Under budget, everything after the summary watermark goes out: closed turns as u
 and assistant text, the open turn verbatim with its tool plumbing, pinned system
 messages after the system prompt. Over it, the oldest replayable messages (never the
 last ``recent_messages_min``, never the open turn) are folded into the running summary
-by the summariser, in chunks that fit its context, and the summary and its new
+by the summarizer, in chunks that fit its context, and the summary and its new
 watermark are stored with compare-and-set, so concurrent callers agree on one summary
 per watermark step. By default a fold takes everything but that protected tail, in one
-call when it fits the summariser's context: the fewest calls a history within the budget
+call when it fits the summarizer's context: the fewest calls a history within the budget
 allows, since the next fold comes only when the budget is full again
 (``compress_target`` > 0 keeps more verbatim after a fold, at the price of more folds).
 
 What to send and what to fold is decided by :func:`chatkeep.history.plan.plan_history`
-(plain code over values); this module reads, calls the summariser and writes. A call
+(plain code over values); this module reads, calls the summarizer and writes. A call
 reads only messages after the watermark (an index range) and the session's system
-messages (a partial index), so its cost follows the unsummarised tail.
+messages (a partial index), so its cost follows the unsummarized tail.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ log = logging.getLogger("chatkeep.history")
 
 MEMORY_HEADER = "\n\nWhat you remember that applies to this conversation:\n"
 MAX_CAS_ATTEMPTS = 4
-#: Tokens reserved in each summariser call for its instructions and framing.
+#: Tokens reserved in each summarizer call for its instructions and framing.
 SUMMARY_PROMPT_RESERVE = 400
 
 
@@ -115,7 +115,7 @@ class HistoryCompressor:
     """Builds the message list for the next model call of a session, in any wire format.
 
     ``client`` may be an ``openai.OpenAI`` client or a chatkeep ``ChatModel`` (summaries by
-    ``model``), a ``Summarizer``, or ``None`` for the offline extractive summariser.
+    ``model``), a ``Summarizer``, or ``None`` for the offline extractive summarizer.
     ``repository``: where histories are read and summaries stored (``keep.compressor`` has
     the keep's); ``None``, for a compressor used alone: each session's own.
     """
@@ -182,7 +182,7 @@ class HistoryCompressor:
         (``messages``, with the system text in ``.system``). The result is a list of the
         format's message dicts carrying ``tokens``, ``over_budget``, ``compressed`` and
         ``info``. Raises ``IncompleteToolTurn`` when a tool call of the open turn has no
-        result yet. Never raises because the summariser failed (a reply that cannot be
+        result yet. Never raises because the summarizer failed (a reply that cannot be
         stored counts as failing): it then replays everything after the previous watermark
         with the previous summary. ``session`` or ``memories`` of the wrong type is
         ``InvalidArgument``. Fails closed on privacy:
@@ -285,7 +285,7 @@ class HistoryCompressor:
                 vault_races = _vault_race(session, vault_races)
                 continue
             # Claim the fold before paying for it: concurrent callers of one session make
-            # one summariser call per fold, not one each (issue 22).
+            # one summarizer call per fold, not one each (issue 22).
             lease = repository.claim_fold(session.id, row.summary_version,
                                           timedelta(seconds=self.config.fold_lease))
             if lease is None:
@@ -346,7 +346,7 @@ class HistoryCompressor:
         reason = plan.over_budget_reason
         if reason is not None:
             if summary_failed:
-                reason = f"{reason} (the summariser failed; the previous summary was kept)"
+                reason = f"{reason} (the summarizer failed; the previous summary was kept)"
             elif deferred is not None:
                 reason = f"{reason} (not folded now: {deferred})"
             log.warning("session %s: history over budget: %s", session.id, reason)
@@ -364,7 +364,7 @@ class HistoryCompressor:
 
     def _model_summary(self, session: ChatSession, stored: str | None,
                        redact: Egress) -> StructuredSummary | None:
-        """Outgoing form of the stored summary (what replays and what the summariser reads):
+        """Outgoing form of the stored summary (what replays and what the summarizer reads):
         read (JSON or a plain-text summary of any earlier version), then each of its texts
         restored and filtered, so a summary written before redaction was switched on is
         redacted too. Values are filtered as the text they are, never JSON-escaped."""
@@ -387,7 +387,7 @@ class HistoryCompressor:
     # -- folding -------------------------------------------------------------------------
 
     def _chunks(self, fold: Sequence[Message], redact: Egress) -> list[list[Message]]:
-        """The fold as the summariser will read it: text clipped so one message fits a call,
+        """The fold as the summarizer will read it: text clipped so one message fits a call,
         redacted, and split into chunks that each fit ``summary_input_max_tokens``."""
         room = (self.config.summary_input_max_tokens - self.config.summary_limit
                 - SUMMARY_PROMPT_RESERVE)
@@ -425,7 +425,7 @@ class HistoryCompressor:
                 with bound(egress):
                     result, folded = self._fold(summary, chunk)
             except Exception as exc:  # never raise to the caller: replay instead
-                log.warning("session %s: summariser failed (%s: %s); keeping the previous "
+                log.warning("session %s: summarizer failed (%s: %s); keeping the previous "
                             "summary and replaying everything after seq %d", session.id,
                             type(exc).__name__, exc, through or session.row.summary_watermark)
                 break
@@ -437,7 +437,7 @@ class HistoryCompressor:
 
     def _fold(self, previous: StructuredSummary | None,
               chunk: Sequence[Message]) -> tuple[SummaryResult, StructuredSummary]:
-        """One summariser call: the structured summary in and out when the summariser
+        """One summarizer call: the structured summary in and out when the summarizer
         keeps one; otherwise the replayed text in, and its reply is the whole new summary."""
         language = self.config.language
         if isinstance(self.summarizer, StructuredSummarizer):
@@ -448,7 +448,7 @@ class HistoryCompressor:
             result = self.summarizer.summarize(
                 (previous.render() or None) if previous else None, chunk, language)
         if not isinstance(result, SummaryResult) or not result.text.strip():
-            raise ModelError("the summariser returned no text")
+            raise ModelError("the summarizer returned no text")
         base = previous or StructuredSummary()
         return result, _storable(StructuredSummary(
             narrative=result.text.strip(), folds=base.folds + 1, next_id=base.next_id))
@@ -459,7 +459,7 @@ class HistoryCompressor:
         try:
             session.record_usage("summary", result.usage, result.model)
         except Exception:
-            log.exception("session %s: could not record summariser usage", session.id)
+            log.exception("session %s: could not record summarizer usage", session.id)
 
     def _after_compress(self, session: ChatSession) -> None:
         for hook in self.on_compress:
@@ -548,7 +548,7 @@ def _storable(summary: StructuredSummary) -> StructuredSummary:
     for text in summary.texts():
         problem = text_problem(text)
         if problem:
-            raise ModelError(f"the summariser's reply {problem}; it cannot be stored")
+            raise ModelError(f"the summarizer's reply {problem}; it cannot be stored")
     return summary
 
 

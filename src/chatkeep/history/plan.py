@@ -1,10 +1,10 @@
 """``plan_history``: what the next request holds and what, if anything, to fold. No I/O.
 
-From the session's unsummarised messages, its pinned instructions, the outgoing
+From the session's unsummarized messages, its pinned instructions, the outgoing
 summary and the budget, the planner says what replays (already clipped and
 redacted), what the estimate is, whether it is over budget and why, and which
 oldest replayable messages to fold into the summary. The compressor only reads, calls
-the summariser and writes (the async API runs the same compressor through its bridge).
+the summarizer and writes (the async API runs the same compressor through its bridge).
 ``redact`` grows the session's placeholder vault in memory only: the compressor stores
 it once, before anything leaves.
 """
@@ -110,7 +110,7 @@ def plan_history(*, system_text: str, pinned_before: Sequence[Message], summary:
     batch = fold_batch(budget, target, fixed_after)
     if floor > budget and foldable_cost < batch:
         # Folding everything foldable would still leave the history over the budget: fold
-        # in batches of a usual fold's size, not one summariser call for every new turn.
+        # in batches of a usual fold's size, not one summarizer call for every new turn.
         return dataclasses.replace(plan, over_budget_reason=(
             f"{total} tokens over the budget of {budget}: the system prompt, pinned "
             f"instructions, summary and the protected tail need {floor} tokens even after "

@@ -1,6 +1,6 @@
 """The structured running summary: typed items merged by id in code, plus a short narrative.
 
-A fold never rewrites the summary from scratch. The summariser proposes an edit (items
+A fold never rewrites the summary from scratch. The summarizer proposes an edit (items
 to add, items to update or retire by id, a new narrative) and :func:`merge` applies it in
 code, so an item the model forgot to repeat is kept, and a contradicting update replaces
 the item it names. :meth:`StructuredSummary.fit` keeps the rendered summary within its
@@ -30,7 +30,7 @@ from chatkeep.tokens import TokenCounter
 
 #: Marks the stored JSON form (anything else stored is a narrative in plain text).
 FORMAT = "chatkeep.summary/1"
-#: Longest item the summariser may propose, in characters.
+#: Longest item the summarizer may propose, in characters.
 MAX_ITEM_CHARS = 600
 #: Most operations one reply may carry.
 MAX_OPERATIONS = 100
@@ -84,7 +84,7 @@ class SummaryItem:
 
 @dataclass(frozen=True, slots=True)
 class NewItem:
-    """An item the summariser proposes to add."""
+    """An item the summarizer proposes to add."""
 
     type: ItemType
     text: str
@@ -101,7 +101,7 @@ class ItemUpdate:
 
 @dataclass(frozen=True, slots=True)
 class SummaryEdit:
-    """What one fold changes: the summariser's proposal, applied by :func:`merge`."""
+    """What one fold changes: the summarizer's proposal, applied by :func:`merge`."""
 
     add: tuple[NewItem, ...] = ()
     update: tuple[ItemUpdate, ...] = ()
@@ -188,7 +188,7 @@ class StructuredSummary:
         return "\n".join(lines)
 
     def ledger(self) -> str:
-        """The items as the summariser reads them: under their type, one per line with its
+        """The items as the summarizer reads them: under their type, one per line with its
         id (``rule:`` then ``[r1] Never share the vault code.``)."""
         lines: list[str] = []
         for kind in SECTIONS:
@@ -334,7 +334,7 @@ def _key(text: str) -> str:
     return " ".join(text.casefold().split()).rstrip(".")
 
 
-# -- reading the summariser's reply --------------------------------------------------------
+# -- reading the summarizer's reply --------------------------------------------------------
 
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.DOTALL)
 
@@ -348,7 +348,7 @@ def read_reply(text: str, previous: StructuredSummary | None) -> SummaryEdit:
     if fenced:
         body = fenced.group(1).strip()
     if not body:
-        raise SummaryReplyError("the summariser's reply is empty")
+        raise SummaryReplyError("the summarizer's reply is empty")
     if body.startswith("{") or (body.startswith("[") and _is_json(body)):
         return parse_edit(body, previous)
     return SummaryEdit(narrative=text.strip())
@@ -369,12 +369,12 @@ def parse_edit(text: str, previous: StructuredSummary | None) -> SummaryEdit:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise SummaryReplyError(f"the summariser's reply is not JSON: {exc}") from None
+        raise SummaryReplyError(f"the summarizer's reply is not JSON: {exc}") from None
     if not isinstance(data, Mapping):
-        raise SummaryReplyError("the summariser's reply is not a JSON object")
+        raise SummaryReplyError("the summarizer's reply is not a JSON object")
     unknown = sorted(set(data) - {"add", "update", "retire", "narrative"})
     if unknown:
-        raise SummaryReplyError(f"the summariser's reply has unknown keys {unknown}")
+        raise SummaryReplyError(f"the summarizer's reply has unknown keys {unknown}")
     known = {i.id for i in previous.items} if previous else set()
     add = tuple(NewItem(_type(raw.get("type"), f"add[{n}]"), _text(raw.get("text"),
                                                                    f"add[{n}] text"))
@@ -388,7 +388,7 @@ def parse_edit(text: str, previous: StructuredSummary | None) -> SummaryEdit:
     retire = tuple(_id(raw, f"retire[{n}]", known, named)
                    for n, raw in enumerate(_list(data, "retire")))
     if len(add) + len(updates) + len(retire) > MAX_OPERATIONS:
-        raise SummaryReplyError(f"the summariser's reply holds more than {MAX_OPERATIONS} "
+        raise SummaryReplyError(f"the summarizer's reply holds more than {MAX_OPERATIONS} "
                                 "operations")
     narrative = data.get("narrative")
     if narrative is not None and not isinstance(narrative, str):

@@ -1,4 +1,4 @@
-"""Render replayable messages as plain text for a model to read (summariser, distiller)."""
+"""Render replayable messages as plain text for a model to read (summarizer, distiller)."""
 
 from __future__ import annotations
 

@@ -133,7 +133,7 @@ class SessionLine:
     """Tool calls still waiting for their result."""
 
     @property
-    def unsummarised(self) -> int:
+    def unsummarized(self) -> int:
         """Messages after the summary watermark (retracted ones included)."""
         return self.row.last_seq - self.row.summary_watermark
 
@@ -152,7 +152,7 @@ def _like_prefix(text: str) -> str:
 
 
 def tail_tokens(session_id: Any, watermark: Any) -> ScalarSelect[Any]:
-    """The at-rest estimate of a session's unsummarised tail: stored tokens of its live
+    """The at-rest estimate of a session's unsummarized tail: stored tokens of its live
     messages after the watermark, plus framing (a scalar subquery)."""
     return (select(func.coalesce(func.sum(func.coalesce(_M.tokens, 0) + MESSAGE_OVERHEAD), 0))
             .where(_M.session_id == session_id, _M.seq > watermark, LIVE)

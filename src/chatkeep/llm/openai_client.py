@@ -120,7 +120,7 @@ def _completion(response: Any, model: str) -> Completion:
 def model_from_config(config: LLMConfig,
                       environ: Mapping[str, str] | None = None) -> OpenAIChatModel | None:
     """A client when an endpoint is configured (config or ``OPENAI_*`` env), else ``None``
-    (chatkeep then runs offline with the extractive summariser)."""
+    (chatkeep then runs offline with the extractive summarizer)."""
     settings = _endpoint(config, environ)
     return None if settings is None else OpenAIChatModel(**settings)
 

@@ -1,6 +1,6 @@
 """Find values a session already knows are personal, literally, wherever they reappear.
 
-Recognizers decide by context ("phone number: ..."), and a summariser or a distiller
+Recognizers decide by context ("phone number: ..."), and a summarizer or a distiller
 rewords the context away: ``Customer's mobile no. <PHONE_1>`` restored and re-detected
 would let the number out raw. So every value in a session's vault is also matched
 literally in outgoing text, in the forms people and models rewrite it to: other

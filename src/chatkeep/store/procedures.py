@@ -43,7 +43,7 @@ from chatkeep.store.statements import (
     SESSION_BY_ID,
     SESSION_EXISTS,
     SET_SUMMARY,
-    UNSUMMARISED,
+    UNSUMMARIZED,
 )
 
 Batch = Sequence[tuple[MessageDraft, int | None, BilledUsage | None]]
@@ -208,7 +208,7 @@ def read_history(transport: Transport,
     with transport.reading() as ex:
         row = load_session(ex, session_id)
         watermark = row.summary_watermark
-        raws = ex.rows(UNSUMMARISED if watermark > 0 else ALL_LIVE,
+        raws = ex.rows(UNSUMMARIZED if watermark > 0 else ALL_LIVE,
                        {"b_session_id": session_id, "b_watermark": watermark})
         return (row, *split_at([message_from_row(r) for r in raws], watermark))
 

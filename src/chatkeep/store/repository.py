@@ -293,7 +293,7 @@ class Repository:
 
         It bumps ``summary_version`` first, in the same transaction: a fold planned before
         the retraction then loses its compare-and-set and plans again, so a message popped
-        while the summariser was reading it never reaches the stored summary (the row
+        while the summarizer was reading it never reaches the stored summary (the row
         lock this takes also orders it with appends and with a fold's write)."""
         now = self.clock()
         with self.transaction() as conn:

@@ -44,8 +44,8 @@ SESSION_BY_ID = select(chat_sessions).where(_S.id == bindparam("b_session_id"))
 _AFTER_WATERMARK = select(*MESSAGE_COLUMNS).where(
     _M.session_id == bindparam("b_session_id"), _M.seq > bindparam("b_watermark"), LIVE)
 ALL_LIVE = _AFTER_WATERMARK.order_by(_M.seq)
-"""A session never summarised: every live message."""
-UNSUMMARISED = union_all(
+"""A session never summarized: every live message."""
+UNSUMMARIZED = union_all(
     select(*MESSAGE_COLUMNS).where(
         _M.session_id == bindparam("b_session_id"), _M.role == "system",
         _M.seq <= bindparam("b_watermark"), LIVE),

@@ -465,10 +465,10 @@ class FakeOpenAIServer(FakeServerBase):
 
         if reply.thinking is not None:
             config = body.get("reasoning")
-            summarise = isinstance(config, dict) and config.get("summary") is not None
+            summarize = isinstance(config, dict) and config.get("summary") is not None
             output.append({
                 "id": reasoning_id, "type": "reasoning", "status": None,
-                "summary": [{"type": "summary_text", "text": reply.thinking}] if summarise
+                "summary": [{"type": "summary_text", "text": reply.thinking}] if summarize
                 else [],
                 "encrypted_content": wire_rules.seal(reply.thinking)})
         if reply.text is not None and (reply.text or not reply.tool_calls):

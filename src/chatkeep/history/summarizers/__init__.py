@@ -1,4 +1,4 @@
-"""Summarisers: fold old turns into the running summary, one module per implementation.
+"""Summarizers: fold old turns into the running summary, one module per implementation.
 
 ``LLMSummarizer`` (:mod:`.llm`) asks a cheap model for an edit of the structured summary;
 ``ExtractiveSummarizer`` (:mod:`.extractive`) is the offline, deterministic fallback, typing

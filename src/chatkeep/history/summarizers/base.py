@@ -1,4 +1,4 @@
-"""The summariser protocols and what a fold returns.
+"""The summarizer protocols and what a fold returns.
 
 A ``Summarizer`` folds messages into a summary given as text; a ``StructuredSummarizer``
 reads and writes the structured summary (:mod:`chatkeep.history.summary`), and the
@@ -21,7 +21,7 @@ class SummaryResult:
     """A new running summary and the usage it cost (``None`` offline).
 
     ``text`` is the summary as it replays; ``summary`` its structured form when the
-    summariser keeps one (``None``: ``text`` is the whole new summary, a narrative)."""
+    summarizer keeps one (``None``: ``text`` is the whole new summary, a narrative)."""
 
     text: str
     usage: Usage | None = None
@@ -41,7 +41,7 @@ class Summarizer(Protocol):
 
 @runtime_checkable
 class StructuredSummarizer(Protocol):
-    """A summariser that reads and writes the structured summary: the compressor calls
+    """A summarizer that reads and writes the structured summary: the compressor calls
     ``fold`` instead of ``summarize`` and stores the ``SummaryResult.summary`` it returns."""
 
     def fold(self, previous: StructuredSummary | None, messages: Sequence[Message],

@@ -103,7 +103,7 @@ def _bonus(text: str) -> int:
 
 
 def weight(text: str) -> int:
-    """How strongly the offline summariser keeps ``text``: its salience, plus a bonus when
+    """How strongly the offline summarizer keeps ``text``: its salience, plus a bonus when
     it reads as a rule, constraint, task or preference."""
     return salience(text) + _bonus(text)
 

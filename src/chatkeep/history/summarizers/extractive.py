@@ -1,4 +1,4 @@
-"""``ExtractiveSummarizer``: the offline, deterministic fallback summariser.
+"""``ExtractiveSummarizer``: the offline, deterministic fallback summarizer.
 
 It keeps whole user turns that carry numbers, names, dates, instructions or negations as
 typed items (:mod:`chatkeep.history.summarizers.classifier`), drops pleasantries, and

@@ -47,7 +47,7 @@ REPLY_SLACK = 200
 
 
 class LLMSummarizer:
-    """Summarise with a (cheap) chat model; the prompt asks for the configured language.
+    """Summarize with a (cheap) chat model; the prompt asks for the configured language.
 
     The model is asked for JSON (``response_format`` when the endpoint supports it: one
     that rejects it is asked again without, and not asked with it again). A JSON reply is
@@ -59,7 +59,7 @@ class LLMSummarizer:
                  max_summary_tokens: int = 600, counter: TokenCounter | None = None,
                  json_mode: bool = True) -> None:
         # Guarded: it sends only through the egress bound around the call (the compressor
-        # binds the session's), whoever built this summariser.
+        # binds the session's), whoever built this summarizer.
         self.model = as_chat_model(model)
         self.model_name = model_name
         self.max_summary_tokens = max_summary_tokens

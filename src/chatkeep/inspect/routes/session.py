@@ -2,7 +2,7 @@
 
 The page's first screen is the session row and one window of its log (an index range,
 whatever the session's length); the preview is fetched by htmx once the page is up, so a
-long unsummarised tail never delays the log.
+long unsummarized tail never delays the log.
 """
 
 from __future__ import annotations

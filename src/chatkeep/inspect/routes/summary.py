@@ -1,5 +1,5 @@
 """A session's structured summary (items by type, narrative) and its folds, as far as the
-store records them: the summariser calls in the ledger (tokens in and out, model, time),
+store records them: the summarizer calls in the ledger (tokens in and out, model, time),
 the newest message stored before each call, the fold that last touched each item, and
 the current watermark and version."""
 

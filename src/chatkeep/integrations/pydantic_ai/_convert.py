@@ -53,7 +53,7 @@ from chatkeep.validation import TOOL_CALL_ID_MAX
 KEY = "pydantic_ai"
 
 #: Output tools whose arguments are the model's answer: recorded as the assistant's text
-#: too, so a closed turn of a structured-output agent still replays (and summarises) what
+#: too, so a closed turn of a structured-output agent still replays (and summarizes) what
 #: the model answered, not the user's question alone.
 OUTPUT_TOOLS = frozenset({"final_result"})
 

@@ -9,7 +9,7 @@ text, the open turn verbatim. It goes out as Pydantic AI messages: the summary a
 turns as text, the open turn as Pydantic AI recorded it (every call with its result,
 thinking with its signature), so the request is valid as it stands and Pydantic AI never
 has to repair it. A fold the plan asks for is made by ``build_history`` itself (the
-summariser call, its compare-and-set, its bill), then the plan is read again.
+summarizer call, its compare-and-set, its bill), then the plan is read again.
 
 When the stored conversation ends with calls still waiting for their results (a run
 paused for deferred tools, continued with their results), the stored turn goes out as

@@ -201,7 +201,7 @@ def finish_delete(core: Chatkeep, session: ChatSession) -> None:
 
 def delete_record(core: Chatkeep, tenant: Ref, key: str, expected: str) -> None:
     """Delete the conversation if its revision is ``expected``: its record goes, and its
-    messages are retracted (kept for the audit trail, never replayed, summarised or
+    messages are retracted (kept for the audit trail, never replayed, summarized or
     distilled again; the session's summary goes with them). The session itself stays, so
     a conversation saved again under the same id starts empty in the same session."""
     session = find_session(core, tenant, key)

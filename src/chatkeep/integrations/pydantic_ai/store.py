@@ -2,7 +2,7 @@
 
 A conversation is the tenant's session named by its ``conversation_id`` (created on
 first save, one per tenant and id, race-safe); each message Pydantic AI saves is stored
-as chatkeep messages whose text chatkeep can budget, summarise and redact, with the exact
+as chatkeep messages whose text chatkeep can budget, summarize and redact, with the exact
 message kept beside them, so a conversation loads exactly as it was saved. Each model
 response's usage is billed to the session's tenant as it is stored.
 
@@ -15,7 +15,7 @@ Chatkeep's log is append-only, so the store keeps a conversation's one history:
 ``branch`` to an earlier message, a save of a rewritten history and ``fork`` are refused
 with ``InvalidArgument`` (nothing is written). ``delete`` removes the record and retracts
 the conversation's messages: they stay in the session for the audit trail and are never
-replayed, summarised or distilled again.
+replayed, summarized or distilled again.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Memories carry the personal values they hold (sealed), so recall redacts them literally;
-messages can be retracted (kept for the record, never replayed, summarised or distilled).
+messages can be retracted (kept for the record, never replayed, summarized or distilled).
 
 Revision ID: 0005_memory_pii
 Revises: 0004_turns

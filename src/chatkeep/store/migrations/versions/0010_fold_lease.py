@@ -1,4 +1,4 @@
-"""A fold claims its step before it calls the summariser (a lease with an expiry, so a
+"""A fold claims its step before it calls the summarizer (a lease with an expiry, so a
 dead claimant never blocks the session), and failed folds back off (issue 22).
 
 Revision ID: 0010_fold_lease
