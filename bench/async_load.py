@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import _suite  # noqa: F401  (tests/support on the path)
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import openai
 
@@ -41,8 +43,8 @@ from chatkeep import Chatkeep, Ref, Usage
 from chatkeep.aio import AsyncChatkeep
 from chatkeep.aio.engine import async_target, async_url
 from chatkeep.testing import FakeOpenAIServer, Reply
-from chatkeep.testing.postgres import with_driver
 from load import SYSTEM, text
+from support.postgres import with_driver
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
 """No driver named: each API picks its own (sync psycopg, async asyncpg)."""
@@ -300,7 +302,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.markdown:
         BULLET["prefix"] = "- "
-    from chatkeep.testing.postgres import scratch_schema
+    from support.postgres import scratch_schema
 
     if not args.no_postgres:
         with scratch_schema(args.postgres, "ck_async_bench") as url:

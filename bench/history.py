@@ -31,6 +31,7 @@ from pathlib import Path
 
 from sqlalchemy import insert, update
 
+import _suite  # noqa: F401  (tests/support on the path)
 from chatkeep import Chatkeep, Ref, ToolCall
 from chatkeep.store.schema import chat_messages, chat_sessions
 
@@ -189,7 +190,7 @@ def main() -> None:
     if not args.no_sdk:
         append_versus_sdk(args.appends)
     if args.postgres:
-        from chatkeep.testing.postgres import scratch_schema
+        from support.postgres import scratch_schema
 
         with scratch_schema(args.postgres, "ck_bench") as url:
             run(url, "PostgreSQL", args.calls, args.appends, args.markdown)

@@ -39,9 +39,10 @@ from typing import TextIO
 
 import httpx
 
+import _suite  # noqa: F401  (tests/support on the path)
 from chatkeep import Chatkeep, Ref
 from chatkeep.messages import MessageDraft, Role, ToolCall, Usage
-from chatkeep.testing.postgres import scratch_schema
+from support.postgres import scratch_schema
 
 TARGET_MS = 300.0
 FIRST_SCREENS = ("sessions list", "session first screen")

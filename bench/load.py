@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import _suite  # noqa: F401  (tests/support on the path)
+
 SYSTEM = "You are a helpful assistant for a law firm. Answer precisely and cite clauses."
 WORDS = [
     "contract", "notice", "clause", "renewal", "termination", "party", "agreement", "payment",
@@ -179,7 +181,7 @@ def main() -> None:
     args = parser.parse_args()
     counts = [int(n) for n in args.workers.split(",")]
     from chatkeep import Chatkeep
-    from chatkeep.testing.postgres import scratch_schema
+    from support.postgres import scratch_schema
 
     progress = sys.stderr if args.markdown else sys.stdout
     if args.markdown:

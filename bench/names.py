@@ -24,6 +24,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import _suite  # noqa: F401  (tests/support on the path)
+
 ROOT = Path(__file__).resolve().parent.parent
 try:
     import chatkeep  # noqa: F401
@@ -32,7 +34,7 @@ except ImportError:  # running from a checkout without `pip install -e .`
 
 from chatkeep.privacy.detector import PiiDetector  # noqa: E402
 from chatkeep.privacy.recognizers import PersonRecognizer  # noqa: E402
-from chatkeep.testing.timing import best_time  # noqa: E402
+from support.timing import best_time  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "pii"
 SETS = {

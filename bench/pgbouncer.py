@@ -31,10 +31,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import _suite  # noqa: F401  (tests/support on the path)
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from async_load import Tally, async_turns, percentiles, sync_turns
-from chatkeep.testing.postgres import with_driver
 from load import machine
+from support.postgres import with_driver
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432"
 DEFAULT_PGBOUNCER = "postgresql://postgres@127.0.0.1:6432"

@@ -44,6 +44,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import _suite  # noqa: F401  (tests/support on the path)
+
 ROOT = Path(__file__).resolve().parent.parent
 try:
     import chatkeep  # noqa: F401
@@ -63,7 +65,7 @@ from chatkeep.privacy.evaluation import (  # noqa: E402
 )
 from chatkeep.privacy.redactor import Redactor  # noqa: E402
 from chatkeep.privacy.vault import PlaceholderVault  # noqa: E402
-from chatkeep.testing.timing import best_time  # noqa: E402
+from support.timing import best_time  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pii_cost  # noqa: E402  (the turn and surface sections)

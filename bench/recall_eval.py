@@ -56,6 +56,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import _suite  # noqa: F401  (tests/support on the path)
+
 ROOT = Path(__file__).resolve().parent.parent
 try:
     import chatkeep  # noqa: F401
@@ -181,7 +183,7 @@ def database(backend: str, pg_url: str | None) -> Iterator[str]:
         with tempfile.TemporaryDirectory() as tmp:
             yield f"sqlite:///{Path(tmp) / 'recall.db'}"
         return
-    from chatkeep.testing.postgres import scratch_schema
+    from support.postgres import scratch_schema
 
     assert pg_url is not None
     with scratch_schema(pg_url, prefix="ckrecall") as url:

@@ -330,11 +330,11 @@ forced and then everything but the tail gives the fewest calls, and every folded
 fed once plus the previous summary once per call (no prompt at all) the fewest tokens
 (the formula is in the bench's docstring). chatkeep's summary carries some framing
 (header, closing marker, section titles), which moves its fold points, and each call
-sends the instruction prompt. The target, feeding no more than langmem, is not met and
-cannot be met without losing content: langmem feeds fewer tokens only where it drops
-content, which the last two columns count (conversation marked summarized that its model
-never saw; answers whose own question was folded into the summary), and at its defaults
-its history can go over the budget.""",
+sends the instruction prompt. The target is to feed no more than langmem; read it with
+the floors and the last two columns, which count what a summarizer drops to feed less
+(conversation marked summarized that its model never saw; answers whose own question
+was folded into the summary). langmem's budget check counts only the messages since its
+last summary, so its history can go over the budget: the table marks it.""",
         quick=("--turns", "200"), modules=("langmem", "langchain_core")),
     Bench(
         "frameworks", "Beside each framework's own persistence",

@@ -22,8 +22,8 @@ import pytest
 
 from chatkeep import Chatkeep
 from chatkeep.testing import FakeOpenAIServer
-from chatkeep.testing.aio import API_AXIS, open_on_axis
-from chatkeep.testing.postgres import scratch_schema, with_driver
+from support.aio import API_AXIS, open_on_axis
+from support.postgres import scratch_schema, with_driver
 
 REQUIRE_SERVICES = os.environ.get("CHATKEEP_REQUIRE_SERVICES") == "1"
 PG_URL = os.environ.get("CHATKEEP_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -252,7 +252,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Every test using ``db_url`` runs on each backend (through PgBouncer too when marked
     ``pgbouncer``). Every test using
     ``make_keep``/``keep`` runs on the sync API and on the async one (through
-    ``chatkeep.testing.aio.SyncOverAsync``): on its default drivers, and on PostgreSQL
+    ``support.aio.SyncOverAsync``): on its default drivers, and on PostgreSQL
     also on psycopg's async connection; unless marked ``sync_api`` (it reaches below the
     public API: engine events, direct SQL, threads on the core)."""
     names = metafunc.fixturenames

@@ -60,7 +60,7 @@ def test_the_url_settings_reach_both_async_drivers_and_explicit_ones_win(
     """The scratch schema's URL carries ``options=-csearch_path=...``: chatkeep's tables
     land in that schema on asyncpg as on psycopg; a setting also given in ``connect_args``
     keeps the explicit value."""
-    from chatkeep.testing.postgres import with_driver
+    from support.postgres import with_driver
 
     async def schema_of_tables(url: str) -> str:
         async with AsyncChatkeep(url, dispatcher="inline") as keep, \

@@ -15,7 +15,7 @@ from sqlalchemy.util import await_only
 from chatkeep import Ref
 from chatkeep.aio import AsyncChatkeep, KeepClosed, TaskDispatcher
 from chatkeep.aio.pools import LoopPools
-from chatkeep.testing.aio import LoopThread
+from support.aio import LoopThread
 
 ORG = Ref("organization", 1)
 THREADS, APPENDS = 5, 20

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from chatkeep.testing.postgres import with_driver
+from support.postgres import with_driver
 
 ROOT = Path(__file__).resolve().parents[2]
 NEEDS_PGVECTOR = [

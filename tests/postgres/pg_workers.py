@@ -13,7 +13,7 @@ from typing import Any
 from chatkeep import HistoryCompressor
 from chatkeep.history import SummaryResult
 from chatkeep.messages import Message, Usage
-from chatkeep.testing.postgres import with_driver
+from support.postgres import with_driver
 
 SYSTEM = "You are a careful assistant."
 RANGE = re.compile(r"\[(\d+)-(\d+)\]")
@@ -51,7 +51,7 @@ def compressor(summarizer: RangeSummarizer) -> HistoryCompressor:
 
 def open_keep(url: str, api: str, **kwargs: Any) -> Any:
     """A ``Chatkeep``, or on an async axis the sync API over ``AsyncChatkeep``."""
-    from chatkeep.testing.aio import open_on_axis
+    from support.aio import open_on_axis
 
     return open_on_axis(url, api, **kwargs)
 

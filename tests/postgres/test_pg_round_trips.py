@@ -19,8 +19,8 @@ from chatkeep.messages import MessageDraft, Role
 from chatkeep.sessions import prepare_batch
 from chatkeep.store.connections import autocommits, transaction
 from chatkeep.store.schema import chat_messages, chat_sessions, chat_usage
-from chatkeep.testing.postgres import with_driver
 from chatkeep.tokens import HeuristicCounter
+from support.postgres import with_driver
 
 pytestmark = pytest.mark.postgres
 

@@ -21,7 +21,7 @@ import pytest
 
 from chatkeep.privacy.detector import PiiDetector, default_recognizers
 from chatkeep.privacy.evaluation import ADVERSARIAL_FAMILIES
-from chatkeep.testing.timing import best_time
+from support.timing import best_time
 
 SMALL = 10_000
 LARGE = 100_000

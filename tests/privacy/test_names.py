@@ -21,7 +21,7 @@ from chatkeep.privacy.detector import PiiDetector, default_recognizers
 from chatkeep.privacy.recognizers import PersonRecognizer
 from chatkeep.privacy.redactor import Redactor
 from chatkeep.privacy.vault import PlaceholderVault
-from chatkeep.testing.timing import best_time
+from support.timing import best_time
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pii"
 NAME_SETS = ["names.jsonl", "names_holdout.jsonl"]

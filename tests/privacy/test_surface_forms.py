@@ -32,7 +32,7 @@ from chatkeep.privacy.known_values import (
 )
 from chatkeep.privacy.normalize import canonical_value
 from chatkeep.privacy.surface import cased_form, normalize, surface_view
-from chatkeep.testing.timing import best_time
+from support.timing import best_time
 
 REDACTOR = Redactor(PiiDetector())
 PLACEHOLDER = re.compile(r"<[A-Z][A-Z0-9_]*_\d+>")

@@ -33,9 +33,9 @@ from chatkeep.sessions import prepare_batch
 from chatkeep.store.direct import DriverTransport
 from chatkeep.store.executor import CoreTransport
 from chatkeep.store.schema import chat_messages, chat_sessions, chat_tool_calls, chat_usage
-from chatkeep.testing.aio import open_on_axis
-from chatkeep.testing.postgres import with_driver
 from chatkeep.tokens import HeuristicCounter
+from support.aio import open_on_axis
+from support.postgres import with_driver
 
 ORG = Ref("organization", 7)
 ALICE = Ref("user", 3)

@@ -27,7 +27,7 @@ from chatkeep.errors import InvalidArgument
 from chatkeep.llm.adapt import is_async_client
 from chatkeep.llm.base import ChatModel, Completion
 from chatkeep.sessions import ChatSession
-from chatkeep.testing.postgres import with_driver
+from support.postgres import with_driver
 
 __all__ = ["API_AXIS", "LoopThread", "SyncOverAsync", "async_twin_of", "open_on_axis"]
 
