@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -66,6 +67,14 @@ def test_sessions_list_filters_and_states(client: TestClient,
     assert ids.support in listed("/sessions?state=open")
     assert ids.closed not in listed("/sessions?state=active")
     assert ids.support in listed("/sessions?state=over_budget")
+    assert listed("/sessions?state=failed_fold") == set()
+    with Chatkeep(seeded[0]) as keep:  # a fold of "sales-7" fails: it backs off
+        version = keep.sessions.get_unscoped(ids.waiting).row.summary_version
+        lease = keep.repository.claim_fold(ids.waiting, version, timedelta(minutes=5))
+        assert lease is not None
+        keep.repository.release_fold(ids.waiting, lease,
+                                     retry_at=datetime.now(UTC) + timedelta(minutes=5))
+    assert listed("/sessions?state=failed_fold") == {ids.waiting}
     assert listed("/sessions?key=support") == {ids.support}
     assert listed("/sessions?key=%25") == set()  # a wildcard is matched literally
     assert listed("/sessions?actor=user:7") == {ids.support}

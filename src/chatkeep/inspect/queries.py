@@ -69,11 +69,12 @@ MESSAGE_OVERHEAD = 4
 """Tokens of framing per message in the at-rest estimate (as the history planner counts)."""
 _ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z._:-]{0,63}")
 
-STATES = ("active", "closed", "open", "waiting", "over_budget")
+STATES = ("active", "closed", "open", "waiting", "over_budget", "failed_fold")
 """Session states the list filters by: not closed; closed; an open turn (its last live
 message is a tool call or a tool result); a tool call still waiting for its result; the
-stored tail after the watermark over the budget (the next build must fold, or the last
-fold failed: the store keeps no record of a failed fold, the compressor logs it)."""
+stored tail after the watermark over the budget (the next build must fold); the last
+fold attempt failed (``fold_failures`` > 0: the session backs off until
+``fold_retry_at``)."""
 SORTS = ("activity", "tokens")
 
 
@@ -179,6 +180,8 @@ def _state_clause(state: str, budget: int) -> ColumnElement[bool]:
         return exists().where(_T.session_id == _S.id, _T.result_seq.is_(None))
     if state == "over_budget":
         return tail_tokens(_S.id, _S.summary_watermark) > budget
+    if state == "failed_fold":
+        return _S.fold_failures > 0
     raise InvalidArgument(f"unknown state {state!r}")
 
 

@@ -20,7 +20,8 @@ STATE_LABELS = {
     "closed": "closed",
     "open": "open turn",
     "waiting": "tool call waiting",
-    "over_budget": "over budget (fold due or failed)",
+    "over_budget": "over budget (a fold is due)",
+    "failed_fold": "failed fold (backing off)",
 }
 
 
