@@ -14,7 +14,7 @@ from chatkeep.cli.inspect import inspect
 from chatkeep.cli.memories import memories_app, sweep
 from chatkeep.cli.privacy import privacy_app
 from chatkeep.cli.sessions import history, sessions_app, usage
-from chatkeep.cli.transfer import import_file
+from chatkeep.cli.transfer import export, import_file
 
 app = typer.Typer(help="chatkeep: durable multi-tenant chat sessions within a token budget.",
                   no_args_is_help=True, pretty_exceptions_enable=False, cls=ChatkeepGroup,
@@ -23,6 +23,7 @@ app.command()(demo)
 app.add_typer(sessions_app, name="sessions")
 app.command()(history)
 app.command("import")(import_file)
+app.command("export")(export)
 app.command()(usage)
 app.add_typer(db_app, name="db")
 app.command()(sweep)

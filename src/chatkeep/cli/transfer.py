@@ -1,33 +1,103 @@
-"""``chatkeep import``: load a JSON Lines file of OpenAI-format messages into a new session.
+"""``chatkeep export`` and ``chatkeep import``: JSON Lines in and out.
 
-The file is read and checked in full, then the session and every message are written in
-one transaction: a bad line (reported with its number) leaves nothing behind.
+``export`` writes a lossless dump (:mod:`chatkeep.store.dump`); ``import`` restores one
+exactly, or loads a file of OpenAI-format messages into a new session. Either way the
+file is read and checked in full, then written in one transaction: a bad line (reported
+with its number) leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from chatkeep.cli.common import DEFAULT_DB, DbOption, console, open_keep, parse_ref, require_ref
+from chatkeep.cli.common import (
+    DEFAULT_DB,
+    DbOption,
+    console,
+    err_console,
+    fail,
+    open_keep,
+    parse_ref,
+    require_ref,
+)
 from chatkeep.importing import import_messages, read_jsonl
+from chatkeep.store.dump import FORMAT, dump_lines, restore_lines
+from chatkeep.store.migrate import head_revision
+
+
+def _is_dump(path: Path) -> bool:
+    """Whether ``path`` starts with a dump's header line."""
+    with path.open(encoding="utf-8", errors="replace") as file:
+        return f'"format":"{FORMAT}"' in file.readline(4096)
+
+
+def export(out: Annotated[Path | None, typer.Option(
+               "--out", "-o", help="Write the dump here (default: standard output).",
+               dir_okay=False, writable=True)] = None,
+           tenant: Annotated[str | None, typer.Option(
+               help="Only this tenant's sessions, messages, usage and memories, TYPE:ID.")]
+           = None,
+           db: DbOption = DEFAULT_DB) -> None:
+    """Write everything stored as JSON Lines: sessions with their seqs, times, metadata,
+    retractions, summary and watermark, the usage ledger, memories, and each session's
+    placeholder vault still sealed. ``chatkeep import`` restores it exactly."""
+    tenant_ref = parse_ref(tenant, "tenant")
+    with open_keep(db, existing=True) as keep:
+        lines = dump_lines(keep.engine, head_revision(), tenant_ref)
+        if out is None:
+            for line in lines:
+                sys.stdout.write(line)
+            return
+        written = 0
+        with err_console.status("exporting") as status, out.open("w", encoding="utf-8",
+                                                                 newline="\n") as file:
+            for line in lines:
+                file.write(line)
+                written += 1
+                if written % 1000 == 0:
+                    status.update(f"exporting: {written:,} rows")
+        err_console.print(f"exported {written - 1:,} rows to {out}")
 
 
 def import_file(file: Annotated[Path, typer.Argument(
-                    help="OpenAI chat messages, one JSON object per line (.jsonl, UTF-8).",
+                    help="A dump written by `chatkeep export` (restored exactly), or OpenAI "
+                         "chat messages, one JSON object per line (.jsonl, UTF-8).",
                     exists=True, dir_okay=False, readable=True, show_default=False)],
-                tenant: Annotated[str, typer.Option(
-                    help="Owner of the new session, TYPE:ID.", show_default=False)],
+                tenant: Annotated[str | None, typer.Option(
+                    help="Owner of the new session, TYPE:ID (messages only).",
+                    show_default=False)] = None,
                 actor: Annotated[str | None, typer.Option(help="Speaker, TYPE:ID.")] = None,
                 subject: Annotated[str | None, typer.Option(
                     help="What the session is about, TYPE:ID.")] = None,
                 title: Annotated[str | None, typer.Option(
                     help="Session title.", show_default="the file's name")] = None,
                 db: DbOption = DEFAULT_DB) -> None:
-    """Create a session holding every message of FILE: all of them or, if any line is
+    """Restore a dump of `chatkeep export` into a database holding none of its sessions,
+    or create a session holding every message of FILE: all of it or, if any line is
     refused, nothing (the error names the line)."""
+    if _is_dump(file):
+        if tenant or actor or subject or title:
+            fail("a dump carries its own tenants and sessions: --tenant, --actor, "
+                 "--subject and --title do not apply")
+        with open_keep(db) as keep, file.open(encoding="utf-8") as lines, \
+                err_console.status("importing") as status:
+            done = 0
+
+            def advance(count: int) -> None:
+                nonlocal done
+                done += count
+                if done % 1000 == 0:
+                    status.update(f"importing: {done:,} rows")
+
+            counts = restore_lines(keep.engine, lines, head_revision(), advance)
+        console.print("restored " + ", ".join(f"{n:,} {name}" for name, n in counts.items()))
+        return
+    if tenant is None:
+        fail("--tenant is required to import messages into a new session")
     tenant_ref = require_ref(tenant, "tenant")
     actor_ref, subject_ref = parse_ref(actor, "actor"), parse_ref(subject, "subject")
     messages = read_jsonl(file)  # checked in full before the database is even opened
