@@ -14,6 +14,8 @@ from chatkeep.cli import app
 from chatkeep.cli.tables import short_ids
 
 runner = CliRunner()
+MEMORY = ("The customer prefers invoices in Swiss francs, sent to the finance team on the "
+          "first working day of each month.")
 ORG = Ref("organization", "acme-industries-international")
 
 
@@ -27,6 +29,7 @@ def url(tmp_path: Path) -> str:
                                    subject=Ref("ticket", 1234567 + i))
             s.add_user("hello")
         s.add_tokens(12_345_678)
+        keep.memory.add(ORG, MEMORY)
     return url
 
 
@@ -97,3 +100,15 @@ def test_short_ids_are_the_shortest_unique_prefixes() -> None:
     shown = short_ids(ids)
     assert shown == {ids[0]: "01a240eb-5c5", ids[1]: "01a240eb-5c4", ids[2]: "01b00000"}
     assert short_ids(ids, wide=True) == {i: i for i in ids}
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_memories_list_wraps_the_memory_instead_of_cutting_it(url: str, columns: int) -> None:
+    lines = run(url, columns, "memories", "list", "--tenant", str(ORG))
+    assert all(len(line) <= columns for line in lines)
+    head = next(line for line in lines if "memory" in line and "scope" in line)
+    start = head.index("memory")
+    text = " ".join(line[start:].strip() for line in lines[lines.index(head) + 1:]
+                    if line[start:].strip())
+    assert " ".join(MEMORY.split()) in " ".join(text.split())
+

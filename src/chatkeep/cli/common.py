@@ -319,12 +319,36 @@ def hoist_verbose(args: list[str]) -> list[str]:
     return ["-v", *args[:command + 1], *rest, *args[end:]]
 
 
+def reflow(text: str | None) -> str | None:
+    """Help text as paragraphs: a docstring's line breaks inside a paragraph become spaces,
+    so the terminal wraps it (they broke ``--help`` mid-sentence at every width)."""
+    if not text:
+        return text
+    paragraphs = [" ".join(line.strip() for line in part.splitlines() if line.strip())
+                  for part in text.split("\n\n")]
+    return "\n\n".join(p for p in paragraphs if p)
+
+
+def reflow_help(command: Any) -> None:
+    """Reflow ``command``'s help and its options' and subcommands' (recursively)."""
+    command.help = reflow(command.help)
+    for param in getattr(command, "params", ()):
+        if getattr(param, "help", None):
+            param.help = reflow(param.help)
+    for sub in getattr(command, "commands", {}).values():
+        reflow_help(sub)
+
+
 class ChatkeepGroup(TyperGroup):
     """The root command: ``-v`` after the subcommand too, and every failure one line.
 
     A ``ChatkeepError`` is reported with its type; anything unexpected says so in one
     line (its traceback is logged with ``-v``). Usage errors stay Click's (exit 2).
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        reflow_help(self)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         """Parse the root's options after moving a trailing ``-v`` in front."""

@@ -44,7 +44,7 @@ def export(out: Annotated[Path | None, typer.Option(
            db: DbOption = DEFAULT_DB) -> None:
     """Write everything stored as JSON Lines: sessions with their seqs, times, metadata,
     retractions, summary and watermark, the usage ledger, memories, and each session's
-    placeholder vault still sealed. ``chatkeep import`` restores it exactly."""
+    placeholder vault still sealed. `chatkeep import` restores it exactly."""
     tenant_ref = parse_ref(tenant, "tenant")
     with open_keep(db, existing=True) as keep:
         lines = dump_lines(keep.engine, head_revision(), tenant_ref)
