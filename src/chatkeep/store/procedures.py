@@ -39,9 +39,11 @@ from chatkeep.store.statements import (
     INSERT_MESSAGE,
     INSERT_TOOL_CALL,
     INSERT_USAGE,
+    LOCK_METADATA,
     PG_APPEND,
     SESSION_BY_ID,
     SESSION_EXISTS,
+    SET_METADATA,
     SET_SUMMARY,
     UNSUMMARIZED,
 )
@@ -222,3 +224,46 @@ def set_summary(transport: Transport, session_id: str, expected_version: int, su
                                       "b_expected": expected_version,
                                       "b_summary": summary, "b_watermark": watermark})
     return session_from_row(found[0]) if found else None
+
+
+class KeepState:
+    """``decide``'s answer to :func:`swap_state`: leave the state alone, write nothing."""
+
+
+KEEP_STATE = KeepState()
+REMOVE_STATE: dict[str, Any] = {}
+"""``decide``'s answer to :func:`swap_state`: remove the state from the session."""
+
+State = dict[str, Any] | None
+Decide = Callable[[State], "dict[str, Any] | KeepState"]
+
+
+def swap_state(transport: Transport, session_id: str, key: str, decide: Decide,
+               batch: Batch, now: datetime) -> tuple[list[Message], SessionRow | None]:
+    """A compare-and-set on the state an integration keeps under ``key`` in the session's
+    metadata, atomic with an append: in one transaction, lock the session, hand ``decide``
+    the stored state, and unless it answers :data:`KEEP_STATE`, append ``batch`` (with
+    every rule of :func:`append_in`) and store the state it returned
+    (:data:`REMOVE_STATE` removes it). Returns the appended messages and the row after the
+    write (``None`` when nothing was written). ``decide`` refuses by raising."""
+    try:
+        with transport.transaction() as ex:
+            locked = ex.rows(LOCK_METADATA, {"b_session_id": session_id})
+            if not locked:
+                raise SessionNotFound(f"no session {session_id!r}")
+            metadata = dict(locked[0][0] or {})
+            stored = metadata.get(key)
+            answer = decide(stored if isinstance(stored, dict) else None)
+            if isinstance(answer, KeepState):
+                return [], None
+            messages: list[Message] = []
+            if batch:
+                messages, _ = append_in(ex, session_id, batch, now)
+            if answer is REMOVE_STATE:
+                metadata.pop(key, None)
+            else:
+                metadata[key] = answer
+            row = ex.rows(SET_METADATA, {"b_session_id": session_id, "b_metadata": metadata})
+            return messages, session_from_row(row[0])
+    except transport.integrity_errors as exc:
+        raise append_error(exc, batch) from None

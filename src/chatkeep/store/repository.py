@@ -404,6 +404,14 @@ class Repository:
         return procedures.set_summary(self._transport, session_id, expected_version,
                                       summary, watermark)
 
+    def swap_state(self, session_id: str, key: str, decide: procedures.Decide,
+                   batch: Batch = ()) -> tuple[list[Message], SessionRow | None]:
+        """A compare-and-set on an integration's state under ``key`` in the session's
+        metadata, atomic with appending ``batch`` (:func:`procedures.swap_state`): how the
+        Pydantic AI store checks a conversation's revision as it saves."""
+        return procedures.swap_state(CoreTransport(self.engine), session_id, key, decide,
+                                     batch, self.clock())
+
     def claim_fold(self, session_id: str, expected_version: int,
                    lease: timedelta) -> datetime | None:
         """Claim the fold of summary version ``expected_version`` for ``lease``: the lease's

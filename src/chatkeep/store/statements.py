@@ -113,6 +113,13 @@ FAIL_FOLD = (
             fold_retry_at=bindparam("b_retry_at", type_=TS))
 )
 """Give a claim back after a failed fold, and back off until ``b_retry_at``."""
+LOCK_METADATA = (update(chat_sessions).where(_S.id == bindparam("b_session_id"))
+                 .values(metadata=_S.metadata).returning(_S.metadata))
+"""Take the session row's lock (a no-op write) and read its metadata as of that lock."""
+SET_METADATA = (update(chat_sessions).where(_S.id == bindparam("b_session_id"))
+                .values(metadata=bindparam("b_metadata", type_=_S.metadata.type))
+                .returning(chat_sessions))
+"""Write the session's metadata; the row after it."""
 INSERT_MESSAGE = insert(chat_messages)
 INSERT_TOOL_CALL = insert(chat_tool_calls)
 INSERT_USAGE = insert(chat_usage)

@@ -4,7 +4,7 @@ bridge): find a conversation's record, read its log, save, delete, list.
 A conversation is the tenant's session named by its ``conversation_id`` (``sessions.open``:
 one per tenant and key, created on first save). Its log is the session's messages; its
 record is a state in the session's metadata (:mod:`._record`), replaced with
-compare-and-set together with the messages a save adds (:mod:`._tx`).
+compare-and-set together with the messages a save adds (``Repository.swap_state``).
 
 Chatkeep's log is append-only: a save may only extend the conversation from its newest
 entry. Moving the head back (``branch``, a save of a rewritten history) or starting a
@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,10 +31,16 @@ from pydantic_ai.messages import ModelRequest, ToolReturnPart
 from chatkeep.app import Chatkeep
 from chatkeep.errors import InvalidArgument, SessionKeyConflict, SessionNotFound
 from chatkeep.integrations.pydantic_ai import _convert, _record
-from chatkeep.integrations.pydantic_ai._tx import KEEP, REMOVE, Keep, State, swap
+from chatkeep.integrations.pydantic_ai._convert import KEY
 from chatkeep.messages import Message, Role
 from chatkeep.refs import Ref
 from chatkeep.sessions import ChatSession, prepare_batch
+from chatkeep.store.procedures import KEEP_STATE as KEEP
+from chatkeep.store.procedures import REMOVE_STATE as REMOVE
+from chatkeep.store.procedures import Batch, State
+from chatkeep.store.procedures import KeepState as Keep
+from chatkeep.store.repository import Repository
+from chatkeep.store.rows import SessionRow
 from chatkeep.validation import INT32_MAX
 
 BRANCHING = ("chatkeep keeps a conversation as an append-only log: a save may only add "
@@ -161,7 +167,7 @@ def write_record(core: Chatkeep, place: Place, record: ConversationRecord,
         _check_extends(key, current, expected, record, new_entries)
         return stored
 
-    _, row = swap(core.repository, session.id, decide, batch)
+    _, row = _swap(core.repository, session.id, decide, batch)
     if row is not None:
         return session.id
     # The session's previous conversation was deleted but its messages not yet retracted:
@@ -175,7 +181,7 @@ def write_record(core: Chatkeep, place: Place, record: ConversationRecord,
         _check_extends(key, None, expected, record, new_entries)
         return stored
 
-    swap(core.repository, session.id, after_cleanup,
+    _swap(core.repository, session.id, after_cleanup,
          _batch(core, session, new_entries, output_tools))
     return session.id
 
@@ -196,7 +202,7 @@ def finish_delete(core: Chatkeep, session: ChatSession) -> None:
     def finish(current: State) -> dict[str, Any] | Keep:
         return REMOVE if _record.deleting(current) == mine else KEEP
 
-    swap(core.repository, session.id, finish)
+    _swap(core.repository, session.id, finish)
 
 
 def delete_record(core: Chatkeep, tenant: Ref, key: str, expected: str) -> None:
@@ -214,13 +220,13 @@ def delete_record(core: Chatkeep, tenant: Ref, key: str, expected: str) -> None:
             raise ConversationConflict(key)
         return {"deleting": token}
 
-    swap(core.repository, session.id, start)
+    _swap(core.repository, session.id, start)
     session.retract_all()
 
     def finish(current: State) -> dict[str, Any] | Keep:
         return REMOVE if _record.deleting(current) == token else KEEP
 
-    swap(core.repository, session.id, finish)
+    _swap(core.repository, session.id, finish)
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -234,7 +240,7 @@ def _claim_cleanup(core: Chatkeep, session_id: str, key: str, token: str) -> str
             raise ConversationConflict(key)
         return {"deleting": mine}
 
-    swap(core.repository, session_id, claim)
+    _swap(core.repository, session_id, claim)
     return mine
 
 
@@ -311,3 +317,9 @@ def _stored_open_calls(session: ChatSession) -> _convert.OpenCalls:
             if chatkeep_id not in answered:
                 open_calls.setdefault(raw, []).append(chatkeep_id)
     return open_calls
+
+
+def _swap(repository: Repository, session_id: str, decide: Callable[[State], Any],
+          batch: Batch = ()) -> tuple[list[Message], SessionRow | None]:
+    """The conversation record's compare-and-set, atomic with the messages it adds."""
+    return repository.swap_state(session_id, KEY, decide, batch)
