@@ -87,3 +87,47 @@ def test_an_unclassified_error_inside_a_connection_block_discards_the_connection
         keep.close()
 
 
+
+
+@pytest.mark.parametrize("driver", ["asyncpg", "psycopg_async"])
+def test_after_a_restart_at_most_one_async_call_fails(pg_url: str, driver: str) -> None:
+    """The same on the async API, whose pools live per event loop (asyncpg, and psycopg's
+    async connection); an asyncpg client-side error is a ``StoreError`` too."""
+    import asyncio
+    from datetime import UTC, datetime
+
+    from chatkeep.aio import AsyncChatkeep
+    from support.postgres import with_driver
+
+    url = with_driver(pg_url, driver)
+    started = datetime.now(UTC)
+
+    def restart_since() -> int:
+        with psycopg.connect(pg_dsn(pg_url), autocommit=True) as admin:
+            return len(admin.execute(
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
+                "WHERE backend_start >= %s AND pid <> pg_backend_pid() "
+                "AND datname = current_database() AND backend_type = 'client backend'",
+                (started,)).fetchall())
+
+    async def main() -> tuple[int, int]:
+        async with AsyncChatkeep(url) as keep:
+            session = await keep.sessions.create(ORG)
+            await session.add_user("before the restart")
+            # Hold several pooled connections at once.
+            await asyncio.gather(*(keep.sessions.get(session.id, ORG) for _ in range(5)))
+            assert await asyncio.to_thread(restart_since) >= 1
+            read_failures = write_failures = 0
+            for i in range(6):
+                try:
+                    await keep.sessions.get(session.id, ORG)
+                except StoreError:
+                    read_failures += 1
+                try:
+                    await session.add_user(f"after the restart {i}")
+                except StoreError:
+                    write_failures += 1
+            return read_failures, write_failures
+
+    reads, writes = asyncio.run(main())
+    assert reads == 0 and writes <= 1, (reads, writes)
