@@ -174,6 +174,12 @@ def test_summary_and_folds(client: TestClient, seeded: tuple[str, Seeded]) -> No
     assert "Rules" in text_ and "Answer in English." in text_
     assert "Vase broke in transit; refund agreed." in text_
     assert MODEL in text_ and re.search(r"≤\s+#\d+", text_)
+    with Chatkeep(seeded[0]) as keep:  # the stored folds: their seq ranges and cost
+        folds = keep.repository.folds(ids.support)
+    assert folds
+    first = folds[-1]
+    assert first["from_seq"] == 1 and first["through_seq"] >= 1 and first["calls"] >= 1
+    assert re.search(rf"#{first['from_seq']}\s*–\s*#{first['through_seq']}", text_)
     empty = plain(ok(client, f"/sessions/{ids.closed}/summary"))
     assert "No summary yet" in empty
 

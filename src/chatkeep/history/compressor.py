@@ -310,11 +310,12 @@ class HistoryCompressor:
                                         retry_at=self._retry_at(row.fold_failures + 1))
                 summary_failed = True
                 continue
-            summary, through = folded
+            summary, through, cost = folded
             try:
                 text = self._stored_form(session, summary)
                 new_row = repository.compare_and_set_summary(
-                    session.id, row.summary_version, text, through)
+                    session.id, row.summary_version, text, through,
+                    fold={"from_seq": row.summary_watermark + 1, **cost})
             except BaseException:
                 _release_quietly(repository, session.id, lease)
                 raise
@@ -408,7 +409,7 @@ class HistoryCompressor:
 
     def _summarize(self, session: ChatSession, previous: StructuredSummary | None,
                    fold: Sequence[Message], egress: Egress
-                   ) -> tuple[StructuredSummary, int] | _VaultRace | None:
+                   ) -> tuple[StructuredSummary, int, dict[str, Any]] | _VaultRace | None:
         """Fold ``fold`` chunk by chunk; returns the new summary and the seq it covers, or
         ``None`` when the first chunk failed. A later chunk's failure keeps what the earlier
         ones folded (the watermark stops there), so progress is never thrown away. The
@@ -416,6 +417,8 @@ class HistoryCompressor:
         another writer stored first: the caller plans again), and each call goes out
         through ``egress``."""
         summary, through = previous, 0
+        calls = prompt_tokens = completion_tokens = 0
+        model: str | None = None
         limit = self.config.summary_limit
         chunks = self._chunks(fold, egress)
         if not egress.flush():
@@ -430,10 +433,18 @@ class HistoryCompressor:
                             type(exc).__name__, exc, through or session.row.summary_watermark)
                 break
             self._bill(session, result)
+            calls += 1
+            if result.usage is not None:
+                prompt_tokens += result.usage.prompt_tokens
+                completion_tokens += result.usage.completion_tokens
+            model = model or result.model
             # A summary over its limit is shrunk (narrative first, then whole items by type
             # priority), so the budget the fold planned holds.
             summary, through = folded.fit(limit, self.counter), chunk[-1].seq
-        return None if through == 0 or summary is None else (summary, through)
+        if through == 0 or summary is None:
+            return None
+        return summary, through, {"calls": calls, "prompt_tokens": prompt_tokens,
+                                  "completion_tokens": completion_tokens, "model": model}
 
     def _fold(self, previous: StructuredSummary | None,
               chunk: Sequence[Message]) -> tuple[SummaryResult, StructuredSummary]:

@@ -1,6 +1,6 @@
 """A lossless copy of what chatkeep stores, as JSON Lines: ``chatkeep export`` / ``import``.
 
-Every row of the sessions, messages, tool calls, usage ledger and memories, column by
+Every row of the sessions, messages, tool calls, usage ledger, folds and memories, column by
 column: seqs, times, metadata, retractions, the summary and its watermark, the fold and
 distillation state, and each session's placeholder vault still sealed (the key never
 leaves with it). Restored into an empty database, on either store, a dump exports again
@@ -27,6 +27,7 @@ from chatkeep.refs import Ref
 from chatkeep.store.connections import reading, transaction
 from chatkeep.store.rows import as_utc
 from chatkeep.store.schema import (
+    chat_folds,
     chat_messages,
     chat_sessions,
     chat_tool_calls,
@@ -37,10 +38,10 @@ from chatkeep.store.schema import (
 
 FORMAT = "chatkeep.dump/1"
 TABLES: tuple[Table, ...] = (chat_sessions, chat_messages, chat_tool_calls, chat_usage,
-                             memories)
+                             chat_folds, memories)
 """What a dump holds, parents first (a restore inserts in this order)."""
 _BY_NAME = {table.name: table for table in TABLES}
-_SERIAL = ("chat_messages", "chat_usage", "memories")
+_SERIAL = ("chat_messages", "chat_usage", "chat_folds", "memories")
 """Tables whose integer ids a PostgreSQL sequence hands out (moved past a restore's)."""
 
 
@@ -116,16 +117,19 @@ def _parsed(lines: Iterable[str], schema: str) -> Iterator[tuple[Table, dict[str
     for number, raw in enumerate(iterator, start=2):
         if not raw.strip():
             continue
+        problem = f"line {number}: not a row of a chatkeep dump"
         try:
             item = json.loads(raw)
             table = _BY_NAME[item["table"]]
             row = item["row"]
-            if not isinstance(row, dict) or set(row) != set(table.columns.keys()):
-                raise KeyError("columns")
-            yield table, _decoded(table, row)
         except (ValueError, KeyError, TypeError) as exc:
-            raise InvalidArgument(f"line {number}: not a row of a chatkeep dump "
-                                  f"({type(exc).__name__}: {exc})") from None
+            raise InvalidArgument(f"{problem} ({type(exc).__name__}: {exc})") from None
+        if not isinstance(row, dict) or set(row) != set(table.columns.keys()):
+            raise InvalidArgument(f"{problem} (not the columns of {table.name})")
+        try:
+            yield table, _decoded(table, row)
+        except (ValueError, TypeError) as exc:
+            raise InvalidArgument(f"{problem} ({exc})") from None
 
 
 def _of_tenant(table: Table, tenant: Ref) -> Any:
@@ -155,7 +159,7 @@ def _decoded(table: Table, row: dict[str, Any]) -> dict[str, Any]:
             value = datetime.fromisoformat(value)
         elif value is not None and not isinstance(kind, JSON) and isinstance(value,
                                                                              dict | list):
-            raise ValueError(f"{table.name}.{name} is not a JSON column")
+            raise InvalidArgument(f"{table.name}.{name} is not a JSON column")
         out[name] = value
     return out
 

@@ -36,6 +36,7 @@ from chatkeep.store.statements import (
     ANSWER_CALL,
     CALL_FOUND,
     CLAIM_SEQ,
+    INSERT_FOLD,
     INSERT_MESSAGE,
     INSERT_TOOL_CALL,
     INSERT_USAGE,
@@ -216,13 +217,19 @@ def read_history(transport: Transport,
 
 
 def set_summary(transport: Transport, session_id: str, expected_version: int, summary: str,
-                watermark: int) -> SessionRow | None:
+                watermark: int, fold: dict[str, Any] | None = None,
+                now: datetime | None = None) -> SessionRow | None:
     """A fold's compare-and-set, in a transaction of its own: the new row, or ``None``
-    when another writer moved ``summary_version`` first."""
+    when another writer moved ``summary_version`` first. ``fold`` (``from_seq``,
+    ``calls``, ``prompt_tokens``, ``completion_tokens``, ``model``) is recorded with it in
+    ``chat_folds``: the seqs the fold took and what it cost."""
     with transport.transaction() as ex:
         found = ex.rows(SET_SUMMARY, {"b_session_id": session_id,
                                       "b_expected": expected_version,
                                       "b_summary": summary, "b_watermark": watermark})
+        if found and fold is not None:
+            ex.many(INSERT_FOLD, [{"session_id": session_id, "version": expected_version + 1,
+                                   "through_seq": watermark, "created_at": now, **fold}])
     return session_from_row(found[0]) if found else None
 
 

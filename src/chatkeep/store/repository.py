@@ -40,6 +40,7 @@ from chatkeep.store.rows import (
     utcnow,
 )
 from chatkeep.store.schema import (
+    chat_folds,
     chat_messages,
     chat_sessions,
     chat_tool_calls,
@@ -396,13 +397,15 @@ class Repository:
     # -- summary -------------------------------------------------------------------------
 
     def compare_and_set_summary(self, session_id: str, expected_version: int, summary: str,
-                                watermark: int) -> SessionRow | None:
+                                watermark: int,
+                                fold: dict[str, Any] | None = None) -> SessionRow | None:
         """Store a new summary and watermark if nobody else did since ``expected_version``.
 
         Returns the new row, or ``None`` when the race was lost (the caller re-reads).
+        ``fold`` records the fold in ``chat_folds`` in the same transaction.
         """
         return procedures.set_summary(self._transport, session_id, expected_version,
-                                      summary, watermark)
+                                      summary, watermark, fold, self.clock())
 
     def swap_state(self, session_id: str, key: str, decide: procedures.Decide,
                    batch: Batch = ()) -> tuple[list[Message], SessionRow | None]:
@@ -479,3 +482,11 @@ class Repository:
                         pii_protected=True))
             return result.rowcount == 1
 
+    @retrying_reads
+    def folds(self, session_id: str, limit: int = 100) -> list[dict[str, Any]]:
+        """A session's stored folds, newest first: the seqs each took and its cost."""
+        query = (select(chat_folds).where(chat_folds.c.session_id == session_id)
+                 .order_by(chat_folds.c.version.desc()).limit(limit))
+        with self.reading() as conn:
+            return [{**r._mapping, "created_at": as_utc(r.created_at)}
+                    for r in conn.execute(query)]

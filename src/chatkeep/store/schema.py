@@ -120,6 +120,25 @@ chat_sessions = Table(
           sqlite_where=text(UNDISTILLED), postgresql_where=text(UNDISTILLED)),
 )
 
+chat_folds = Table(
+    "chat_folds",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("session_id", String(36), ForeignKey("chat_sessions.id", ondelete="CASCADE"),
+           nullable=False),
+    Column("version", Integer, nullable=False),  # summary_version the fold stored
+    Column("from_seq", Integer, nullable=False),
+    Column("through_seq", Integer, nullable=False),
+    Column("calls", Integer, nullable=False),
+    Column("prompt_tokens", Integer, nullable=False),
+    Column("completion_tokens", Integer, nullable=False),
+    Column("model", String(255), nullable=True),
+    Column("created_at", TS, nullable=False),
+    Index("ix_chat_folds_session", "session_id", "version"),
+)
+"""Each stored fold: the seqs it took, what its summarizer calls cost. Written in the
+summary's compare-and-set, so a fold and its record exist together or not at all."""
+
 chat_messages = Table(
     "chat_messages",
     metadata,

@@ -30,7 +30,14 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from chatkeep.store.rows import MESSAGE_FIELDS
-from chatkeep.store.schema import TS, chat_messages, chat_sessions, chat_tool_calls, chat_usage
+from chatkeep.store.schema import (
+    TS,
+    chat_folds,
+    chat_messages,
+    chat_sessions,
+    chat_tool_calls,
+    chat_usage,
+)
 
 _M = chat_messages.c
 _S = chat_sessions.c
@@ -120,6 +127,7 @@ SET_METADATA = (update(chat_sessions).where(_S.id == bindparam("b_session_id"))
                 .values(metadata=bindparam("b_metadata", type_=_S.metadata.type))
                 .returning(chat_sessions))
 """Write the session's metadata; the row after it."""
+INSERT_FOLD = insert(chat_folds)
 INSERT_MESSAGE = insert(chat_messages)
 INSERT_TOOL_CALL = insert(chat_tool_calls)
 INSERT_USAGE = insert(chat_usage)

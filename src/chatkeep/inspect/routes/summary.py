@@ -1,7 +1,7 @@
-"""A session's structured summary (items by type, narrative) and its folds, as far as the
-store records them: the summarizer calls in the ledger (tokens in and out, model, time),
-the newest message stored before each call, the fold that last touched each item, and
-the current watermark and version."""
+"""A session's structured summary (items by type, narrative) and its folds: each stored
+fold's seq range, calls and tokens (``chat_folds``), failed folds and the back-off, the
+summarizer calls in the ledger, the fold that last touched each item, and the current
+watermark and version."""
 
 from __future__ import annotations
 
@@ -44,8 +44,10 @@ def _page(request: Request, ins: Inspector, row: SessionRow, masker: Masker, *,
     folds = [{"line": line, "through": queries.last_seq_before(ins.engine, row,
                                                                line.created_at)}
              for line in calls]
+    stored = ins.keep.repository.folds(row.id, limit=FOLD_ROWS)
     return ins.render(request, "summary.html", status, row=row, summary=summary,
                       sections=sections, narrative=narrative, tokens=tokens, folds=folds,
+                      stored_folds=stored,
                       by_fold=dict(sorted(by_fold.items())), masker=masker,
                       reveal_message=reveal_message, tab="summary", limit=FOLD_ROWS,
                       title=f"Summary of {row.key or row.id}")
