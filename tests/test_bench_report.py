@@ -97,3 +97,69 @@ def test_the_guard_catches_a_figure() -> None:
             "2025, version 0.24.0, all-MiniLM-L6-v2, p50 and `--calls 400`.")
     found = [n for n in NUMBER.findall(prose(text)) if not ALLOWED.fullmatch(n)]
     assert found == ["0.99", "1,732"]
+
+
+#: A measured figure: a number with a unit of time, rate or ratio ("1.69x", "0.86 ms",
+#: "10 s", "30%", "1,363 appends/s", "0.15 ms/KB", "76 turns per second"), or a score after
+#: its metric ("recall@5 0.95", "MRR 0.849", "precision 1.000").
+UNIT = r"(?:x|×|[mµun]s|s|secs?|seconds?|%|(?:[A-Za-z-]+|[KMG]B)?/s|m?s/[KMG]B)"
+FIGURE = re.compile(
+    rf"(?<![\w.,])\d+(?:[.,]\d+)*\s*{UNIT}(?![\w/])"
+    r"|(?<![\w.,])\d+(?:[.,]\d+)*\s+[\w-]+\s+(?:per|a)\s+(?:second|turn)\b"
+    r"|\b(?:recall|precision|MRR)(?:@\d++)?\s*(?:of|is|was|at|=|:|>=|<=|≥|≤)?\s*\d",
+    re.I)
+#: A table header naming a measurement (a rate, a latency, a ratio or a score): the
+#: numbers in its rows, past the first column (the case), are figures.
+MEASURED_HEADER = re.compile(
+    r"/s\b|\bms\b|\bp\d\d\b|latency|throughput|ratio|\bvs\b|recall|precision|MRR", re.I)
+OTHER_PAGES = sorted(path for path in (ROOT / "docs").rglob("*.md") if path != DOC)
+
+
+def typed_figures(page: str) -> list[str]:
+    """What the prose of a page (outside code, comments and links) holds that reads as a
+    measurement: a figure with its unit or metric, or a number in a table whose header
+    names one. Settings and targets are written as code (`300 s`, target `<= 2x`)."""
+    found = [f"{match.group(0)!r} in {line.strip()!r}"
+             for line in prose(page).splitlines() for match in FIGURE.finditer(line)]
+    header: list[str] | None = None
+    for line in prose(page).splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if not line.lstrip().startswith("|"):
+            header = None
+        elif header is None:
+            header = cells
+        elif (any(MEASURED_HEADER.search(title) for title in header)
+              and not all(re.fullmatch(r":?-+:?", cell) for cell in cells)):
+            found += [f"{cell!r} under {header!r}" for cell in cells[1:]
+                      if re.search(r"\d", cell)]
+    return found
+
+
+@pytest.mark.parametrize("path", OTHER_PAGES, ids=lambda path: str(path.relative_to(ROOT)))
+def test_no_hand_typed_figures_on_other_pages(path: Path) -> None:
+    """Benchmark figures live in docs/benchmarks.md, written by the bench scripts (issue
+    23): other pages say what is measured, the target, the command, and link there."""
+    typed = typed_figures(path.read_text(encoding="utf-8"))
+    assert not typed, f"measured figures typed into {path.relative_to(ROOT)} (run the bench " \
+        "with --markdown and link to its section of benchmarks.md; write settings and " \
+        "targets as `code`): " + "; ".join(typed)
+
+
+def test_the_other_pages_guard_catches_figures() -> None:
+    text = """Redaction costs 1.69x (target `<= 2x`), 0.86 ms per KB, 0.15 ms/KB of prose,
+p99 1.8 s, 1,363 appends/s, 76 turns per second, ±30%, recall@5 0.95, MRR 0.849,
+precision 1.000. Not these: 10 KB inputs, 5 sessions, 0x1F, recall@15, 16000 tokens,
+a lease of `300 s`, 8 processes × 200 appends, version 1.21, HTTP 404.
+
+| API | direct | turns/s |
+|---|---:|---:|
+| sync | **63** | 49 |
+
+| key | default |
+|---|---:|
+| `chat.max_history_tokens` | 6000 |
+"""
+    found = [entry.split(" in ")[0].split(" under ")[0] for entry in typed_figures(text)]
+    assert found == ["'1.69x'", "'0.86 ms'", "'0.15 ms/KB'", "'1.8 s'", "'1,363 appends/s'",
+                     "'76 turns per second'", "'30%'", "'recall@5 0'", "'MRR 0'",
+                     "'precision 1'", "'**63**'", "'49'"]
