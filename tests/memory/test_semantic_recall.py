@@ -497,6 +497,10 @@ def test_every_write_that_can_change_a_tenants_vectors_renews_its_stamp(
     conn.close()
 
 
+FOLD_COLUMNS = ("fold_lease_until DATETIME", "fold_failures INTEGER NOT NULL DEFAULT 0",
+                "fold_retry_at DATETIME")
+
+
 def test_stamps_come_with_migration_0007_and_without_them_search_is_not_cached(
         tmp_path: Path, embedder: OpenAIEmbedder) -> None:
     """A database made before 0007 gets a stamp for every tenant that has memories when it
@@ -513,6 +517,8 @@ def test_stamps_come_with_migration_0007_and_without_them_search_is_not_cached(
         conn.exec_driver_sql("ALTER TABLE chat_sessions ADD COLUMN pii_protected BOOLEAN "
                              "NOT NULL DEFAULT 0")
         conn.exec_driver_sql("ALTER TABLE chat_sessions ADD COLUMN key VARCHAR(255)")
+        for column in FOLD_COLUMNS:  # 0010's
+            conn.exec_driver_sql(f"ALTER TABLE chat_sessions ADD COLUMN {column}")
     assert GENERATION_TABLE not in inspect(engine).get_table_names()
     keep = Chatkeep(url, embedder=embedder, create_schema=False)
     store = keep.memory.store
@@ -537,6 +543,8 @@ def test_stamps_come_with_migration_0007_and_without_them_search_is_not_cached(
     with engine.begin() as conn:  # back to 0006 as it shipped, for the upgrade
         conn.exec_driver_sql("ALTER TABLE chat_sessions DROP COLUMN pii_protected")
         conn.exec_driver_sql("ALTER TABLE chat_sessions DROP COLUMN key")
+        for column in FOLD_COLUMNS:
+            conn.exec_driver_sql(f"ALTER TABLE chat_sessions DROP COLUMN {column.split()[0]}")
     migrate.upgrade(engine)
     with sqlite3.connect(tmp_path / "m.db") as conn:
         assert _stamp(conn) is not None and _stamp(conn, OTHER_ORG) is None
