@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
-from chatkeep.inspect.context import Inspector, inspector_of
+from chatkeep.inspect.context import Inspector
 from chatkeep.inspect.masking import Masker, detectors_by_type, open_vault
-from chatkeep.inspect.routes.reveal import reveal_endpoint
+from chatkeep.inspect.routes.reveal import session_page_routes
 from chatkeep.privacy.vault import is_sealed
 from chatkeep.store.rows import SessionRow
 
@@ -35,15 +34,4 @@ def _page(request: Request, ins: Inspector, row: SessionRow, masker: Masker, *,
         title=f"Privacy of {row.key or row.id}")
 
 
-def privacy_page(request: Request) -> Response:
-    """``GET /sessions/{id}/privacy``: placeholders only."""
-    ins = inspector_of(request)
-    row = ins.session(request.path_params["session_id"])
-    return _page(request, ins, row, ins.masker(row.pii_vault))
-
-
-ROUTES = [
-    Route("/sessions/{session_id}/privacy", privacy_page, name="privacy"),
-    Route("/sessions/{session_id}/privacy", reveal_endpoint("privacy", _page),
-          methods=["POST"]),
-]
+ROUTES = session_page_routes("/sessions/{session_id}/privacy", "privacy", "privacy", _page)

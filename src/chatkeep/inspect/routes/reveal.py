@@ -1,5 +1,5 @@
-"""The reveal action every session page shares: a keyed, logged form post that renders the
-same page with the stored values instead of placeholders."""
+"""What every session page shares: its ``GET`` (placeholders) and the reveal action, a
+keyed, logged form post that renders the same page with the stored values instead."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Protocol
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Route
 
 from chatkeep.inspect.context import Inspector, client_of, form_field, inspector_of
 from chatkeep.inspect.masking import Masker, check_reveal, log_reveal
@@ -46,3 +47,23 @@ def reveal_endpoint(page: str, render: SessionPage) -> Callable[[Request],
         return await run_in_threadpool(revealed, request, typed)
 
     return endpoint
+
+
+def page_endpoint(render: SessionPage) -> Callable[[Request], Response]:
+    """``GET`` handler for a session page: the session named in the path, placeholders
+    only."""
+
+    def endpoint(request: Request) -> Response:
+        ins = inspector_of(request)
+        row = ins.session(request.path_params["session_id"])
+        return render(request, ins, row, ins.masker(row.pii_vault))
+
+    return endpoint
+
+
+def session_page_routes(path: str, name: str, page: str, render: SessionPage) -> list[Route]:
+    """The ``GET`` of a session page at ``path`` and its reveal ``POST`` (logged as
+    ``page``)."""
+    return [Route(path, page_endpoint(render), name=name),
+            Route(path, reveal_endpoint(page, render), methods=["POST"])]
+

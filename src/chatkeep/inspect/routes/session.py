@@ -26,7 +26,7 @@ from chatkeep.inspect.context import (
 )
 from chatkeep.inspect.masking import Masker
 from chatkeep.inspect.preview import PARTS, preview
-from chatkeep.inspect.routes.reveal import reveal_endpoint
+from chatkeep.inspect.routes.reveal import session_page_routes
 from chatkeep.inspect.svg import stacked_bar
 from chatkeep.messages import Message
 from chatkeep.store.rows import SessionRow
@@ -83,14 +83,6 @@ def _page(request: Request, ins: Inspector, row: SessionRow, masker: Masker, *,
     return ins.render(request, "session.html", status, **context)
 
 
-def session_page(request: Request) -> Response:
-    """``GET /sessions/{id}``: the session and a window of its log (the log alone for
-    htmx)."""
-    ins = inspector_of(request)
-    row = ins.session(request.path_params["session_id"])
-    return _page(request, ins, row, ins.masker(row.pii_vault))
-
-
 def session_preview(request: Request) -> Response:
     """``GET /sessions/{id}/preview``: the dry run in one wire format, with its budget."""
     ins = inspector_of(request)
@@ -105,7 +97,7 @@ def session_preview(request: Request) -> Response:
 
 
 ROUTES = [
-    Route("/sessions/{session_id}", session_page, name="session"),
-    Route("/sessions/{session_id}", reveal_endpoint("log", _page), methods=["POST"]),
+    # GET: the session and a window of its log (the log alone for htmx); POST: reveal.
+    *session_page_routes("/sessions/{session_id}", "session", "log", _page),
     Route("/sessions/{session_id}/preview", session_preview, name="preview"),
 ]

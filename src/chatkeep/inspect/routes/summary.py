@@ -10,13 +10,12 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from chatkeep.history.summary import SECTIONS, StructuredSummary
 from chatkeep.inspect import queries
-from chatkeep.inspect.context import Inspector, inspector_of
+from chatkeep.inspect.context import Inspector
 from chatkeep.inspect.masking import Masker
-from chatkeep.inspect.routes.reveal import reveal_endpoint
+from chatkeep.inspect.routes.reveal import session_page_routes
 from chatkeep.store.rows import SessionRow
 
 FOLD_ROWS = 200
@@ -53,15 +52,4 @@ def _page(request: Request, ins: Inspector, row: SessionRow, masker: Masker, *,
                       title=f"Summary of {row.key or row.id}")
 
 
-def summary_page(request: Request) -> Response:
-    """``GET /sessions/{id}/summary``."""
-    ins = inspector_of(request)
-    row = ins.session(request.path_params["session_id"])
-    return _page(request, ins, row, ins.masker(row.pii_vault))
-
-
-ROUTES = [
-    Route("/sessions/{session_id}/summary", summary_page, name="summary"),
-    Route("/sessions/{session_id}/summary", reveal_endpoint("summary", _page),
-          methods=["POST"]),
-]
+ROUTES = session_page_routes("/sessions/{session_id}/summary", "summary", "summary", _page)
