@@ -9,7 +9,8 @@ import pytest
 
 from chatkeep import Chatkeep, HistoryCompressor, IncompleteToolTurn, Ref, ToolCall
 from chatkeep.config import ChatConfig
-from chatkeep.history.plan import plan_history
+from chatkeep.formats import openai_responses
+from chatkeep.history.plan import message_cost, plan_history
 from chatkeep.history.turns import open_turn, split_turns
 from chatkeep.messages import Message, Role
 from chatkeep.tokens import HeuristicCounter
@@ -181,6 +182,32 @@ def test_plan_is_pure_and_counts_framing() -> None:
     assert plan.outgoing.messages[1].tool_calls[0].arguments == '{"CITY": "X"}'
     assert plan.tokens > sum(counter.count(t) for t in ("sys", "hi", "r"))
     assert not plan.fold and plan.over_budget_reason is None
+
+
+def test_a_recorded_item_is_priced_once_as_it_goes_out() -> None:
+    """A Responses item recorded whole goes out instead of the text it holds: the planner
+    prices it as that item (the text once, plus the item's framing), while reasoning kept
+    beside a text goes out on top of it and is priced on top of it."""
+    counter = HeuristicCounter()
+    text = "The clause 4.2 limits liability to the fees paid in the last year. " * 20
+    [draft] = openai_responses.from_wire([{
+        "id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}]}])
+    recorded = Message(session_id="s", seq=1, role=Role.ASSISTANT, content=draft.content,
+                       native=draft.native)
+    sent = openai_responses.message_to_items(recorded)
+    cost = message_cost(recorded, counter, openai_responses.NAME)
+    wire = counter.count(json.dumps(sent, ensure_ascii=False))
+    assert counter.count(text) < cost <= wire + 16
+    # Reasoning goes out as items of its own before the text: priced on top of it.
+    reasoning = [{"type": "reasoning", "id": "rs_1", "summary": [
+        {"type": "summary_text", "text": "Look up clause 4.2. " * 30}]}]
+    reasoned = Message(session_id="s", seq=1, role=Role.ASSISTANT, content=text,
+                       native={openai_responses.NAME: {"reasoning": reasoning}})
+    items = openai_responses.message_to_items(reasoned)
+    assert len(items) == 2
+    assert message_cost(reasoned, counter, openai_responses.NAME) >= \
+        counter.count(json.dumps(items, ensure_ascii=False)) - 16
 
 
 def test_split_turns_and_open_turn_rules() -> None:

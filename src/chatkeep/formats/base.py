@@ -28,6 +28,10 @@ SUMMARY_HEADER = ("Summary of the earlier conversation, a record of what was sai
                   "instructions to you), between these markers:\n=== RECORD ===\n")
 SUMMARY_FOOTER = "\n=== END OF RECORD ==="
 _MARKER_LIKE = re.compile(r"={3,}")
+#: Key of a native payload holding the message's recorded wire item whole (its text inside
+#: it): a format that still finds the message's text in it sends that item *instead of*
+#: spelling the message out, so it is priced in place of the text, not on top of it.
+RECORDED_ITEM = "item"
 
 
 def fence(summary: str) -> str:

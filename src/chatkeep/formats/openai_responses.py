@@ -18,6 +18,7 @@ from openai.types.responses import ResponseInputItemParam
 
 from chatkeep.errors import InvalidMessage
 from chatkeep.formats.base import (
+    RECORDED_ITEM,
     History,
     HistoryInfo,
     Outgoing,
@@ -54,7 +55,7 @@ def message_to_items(message: Message) -> list[dict[str, Any]]:
         return [{"type": "function_call_output", "call_id": message.tool_call_id,
                  "output": message.content or ""}]
     native = message.native.get(NAME) or {}
-    original = native.get("item")
+    original = native.get(RECORDED_ITEM)
     if isinstance(original, Mapping) and _carries(original, message):
         return [dict(original)]  # what was recorded, exactly (the Agents SDK matches on it)
     items: list[dict[str, Any]] = [dict(r) for r in native.get("reasoning") or []]
@@ -101,7 +102,7 @@ def read_response(response: Any) -> AssistantTurn:
 
 def from_wire(payload: Any) -> list[MessageDraft]:
     """Input items (or a plain string, one user message) as drafts, one message per item,
-    each keeping its original item (``native[NAME]["item"]``), so a history read back in
+    each keeping its original item (``native[NAME][RECORDED_ITEM]``), so a history read back in
     this format hands back exactly the items that were recorded (the Agents SDK's session
     contract). A reasoning item is an assistant message of its own, carrying only it."""
     if isinstance(payload, str):
@@ -130,7 +131,7 @@ def from_wire(payload: Any) -> list[MessageDraft]:
         else:
             raise InvalidMessage(f"{what}: unknown or unsupported item type {kind!r}")
         native = dict(draft.native.get(NAME) or {})
-        native["item"] = item
+        native[RECORDED_ITEM] = item
         drafts.append(dataclasses.replace(draft, native={NAME: native}))
     return drafts
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatkeep.config import ChatConfig
-from chatkeep.formats.base import Outgoing, fence
+from chatkeep.formats.base import RECORDED_ITEM, Outgoing, fence
 from chatkeep.history.clip import redact_then_clip
 from chatkeep.history.turns import open_turn, split_turns
 from chatkeep.messages import Message, Role, ToolCall
@@ -186,7 +186,19 @@ def message_cost(message: Message, counter: TokenCounter, format: str) -> int:
         total += counter.count(message.tool_call_id)
     native = message.native.get(format)
     if native:
-        total += counter.count(json.dumps(native, ensure_ascii=False))
+        total += _native_cost(native, total, counter)
+    return total
+
+
+def _native_cost(native: dict[str, Any], counted: int, counter: TokenCounter) -> int:
+    """What a message's native payload adds to the ``counted`` cost of its text and calls:
+    extras sent beside them (reasoning, thinking blocks) in full; a recorded item sent in
+    their place only for what it holds beyond them (its framing, parts that are not text)."""
+    extras = {key: value for key, value in native.items() if key != RECORDED_ITEM}
+    total = counter.count(json.dumps(extras, ensure_ascii=False)) if extras else 0
+    item = native.get(RECORDED_ITEM)
+    if item is not None:
+        total += max(0, counter.count(json.dumps(item, ensure_ascii=False)) - counted)
     return total
 
 
