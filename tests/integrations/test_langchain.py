@@ -43,6 +43,7 @@ from chatkeep.integrations.langchain import (
     parse_namespace,
 )
 from chatkeep.integrations.langchain.messages import LANGCHAIN_ID
+from chatkeep.integrations.langchain.middleware import TAIL
 from chatkeep.memory.embedders import HashEmbedder
 from chatkeep.tokens import HeuristicCounter
 
@@ -279,6 +280,36 @@ def test_the_session_outlives_the_checkpointer(db_url: str) -> None:
         assert [m.content for m in stored if m.role.value == "user"] == [
             "What is the weather in Oslo?", "And tomorrow?"]
         assert len(stored) == 7  # 4 + the instruction + the new question and its answer
+
+
+def test_without_a_checkpointer_chatkeep_alone_keeps_the_thread(db_url: str) -> None:
+    """No checkpointer: each run's state is only its input, so nothing anchors it in the
+    session's tail; the store is asked which of its ids are recorded, and only the new
+    messages are, however far back the resent ones were (beyond the tail read)."""
+    model = WeatherModel()
+    with Chatkeep(db_url, dispatcher="inline") as keep:
+        bare = create_agent(model, [get_weather], system_prompt=SYSTEM,
+                            middleware=[ChatkeepMiddleware(keep, tenant=ORG)])
+        first = HumanMessage("Hello, I am planning a trip.", id="first-question")
+        bare.invoke({"messages": [first]}, config("solo"))
+        turns = TAIL // 2 + 4  # two messages a turn: the first question leaves the tail
+        for i in range(turns):
+            bare.invoke({"messages": [{"role": "user", "content": f"note {i}"}]},
+                        config("solo"))
+        session = keep.sessions.by_key("solo", ORG)
+        assert session.message_count == 2 * (turns + 1)
+        # The app resends the first question with a new one: only the new one is recorded.
+        bare.invoke({"messages": [first, HumanMessage("And Rome?", id="new-question")]},
+                    config("solo"))
+        stored = session.read_messages()
+        assert [m.metadata.get(LANGCHAIN_ID) for m in stored].count("first-question") == 1
+        # The new question, its call, the call's result, the answer.
+        assert len(stored) == 2 * (turns + 1) + 4
+        assert [m.role.value for m in stored[-4:]] == ["user", "assistant", "tool", "assistant"]
+        assert stored[-4].content == "And Rome?"
+        # The model was sent chatkeep's history: earlier notes included.
+        assert any(isinstance(m, HumanMessage) and m.content == f"note {turns - 1}"
+                   for m in model.seen[-1])
 
 
 def test_tenants_never_cross(db_url: str) -> None:

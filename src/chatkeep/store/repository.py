@@ -13,7 +13,7 @@ transport picked for the engine: its driver itself where that serves
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any
@@ -62,6 +62,9 @@ from chatkeep.store.statements import (
 )
 
 __all__ = ["BilledUsage", "Repository", "SessionRow", "UsageLine", "as_utc", "utcnow"]
+
+#: Values one ``stored_marks`` query asks about (well under every backend's parameter cap).
+MARKS_PER_QUERY = 500
 
 
 class Repository:
@@ -275,6 +278,21 @@ class Repository:
             query = query.limit(limit)
         with self.reading() as conn:
             return [message_from_row(r) for r in conn.execute(query)]
+
+    @retrying_reads
+    def stored_marks(self, session_id: str, key: str, values: Iterable[str]) -> set[str]:
+        """Which of ``values`` the session's messages carry under metadata ``key`` (an id
+        an integration recorded them by), retracted ones included: only those values come
+        back, so the cost follows the session's rows in the database, not in Python."""
+        wanted = list(dict.fromkeys(values))
+        found: set[str] = set()
+        mark = chat_messages.c.metadata[key].as_string()
+        with self.reading() as conn:
+            for start in range(0, len(wanted), MARKS_PER_QUERY):
+                chunk = wanted[start:start + MARKS_PER_QUERY]
+                found.update(conn.execute(select(mark).where(
+                    chat_messages.c.session_id == session_id, mark.in_(chunk))).scalars())
+        return found
 
     @retrying_reads
     def read_history(self, session_id: str) -> tuple[SessionRow, list[Message],

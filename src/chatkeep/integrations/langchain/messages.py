@@ -56,14 +56,15 @@ def recorded_ids(messages: Sequence[Message]) -> set[str]:
 
 
 def pending(state: Sequence[BaseMessage], tail: Sequence[Message],
-            read_all: Callable[[], Sequence[Message]]) -> list[BaseMessage]:
+            stored: Callable[[list[str]], set[str]]) -> list[BaseMessage]:
     """The messages of ``state`` (a thread's messages, oldest first) not recorded yet.
 
     ``tail`` is the session's newest stored messages. The newest state message found in it
     is the anchor: what follows it in the state is new (the state only ever grows at its
-    end). Without an anchor (a thread new to a session that has messages, or more than the
-    tail written outside the graph since), every stored id is read (``read_all``) and the
-    state messages whose id is not among them are new.
+    end). Without an anchor (a run without a checkpointer, whose state is only its input;
+    a thread new to a session that has messages; more than the tail written outside the
+    graph since), the store is asked which of the state's ids it holds (``stored``), and
+    the other messages are new.
     """
     known = recorded_ids(tail)
     if known:
@@ -72,7 +73,7 @@ def pending(state: Sequence[BaseMessage], tail: Sequence[Message],
                 return list(state[index + 1:])
     if not tail:
         return list(state)
-    known = recorded_ids(read_all())
+    known = stored([m.id for m in state if m.id])
     return [m for m in state if m.id not in known]
 
 

@@ -42,7 +42,12 @@ from chatkeep.errors import ConfigError, InvalidArgument, SessionNotFound
 from chatkeep.history.compressor import MEMORY_HEADER
 from chatkeep.integrations.context import named_party
 from chatkeep.integrations.langchain.keeps import check_keep, is_async_keep
-from chatkeep.integrations.langchain.messages import drafts_of, from_history, pending
+from chatkeep.integrations.langchain.messages import (
+    LANGCHAIN_ID,
+    drafts_of,
+    from_history,
+    pending,
+)
 from chatkeep.refs import Ref
 from chatkeep.sessions import ChatSession
 
@@ -220,7 +225,8 @@ def record(core: Chatkeep, thread: Thread, options: _Options,
     transaction; returns the session."""
     session = open_session(core, thread, options)
     tail = session.messages_after(max(0, session.message_count - TAIL))
-    new = pending(state, tail, session.read_messages)
+    new = pending(state, tail, lambda ids: session.repository.stored_marks(
+        session.id, LANGCHAIN_ID, ids))
     drafts = drafts_of(new, state, lambda payload: core.privacy.restore_payload(session,
                                                                                 payload))
     if drafts:

@@ -1,0 +1,26 @@
+"""``Repository.stored_marks``: which ids an integration recorded messages by are stored,
+asked of the database in chunks, on both stores."""
+
+from __future__ import annotations
+
+from chatkeep import Chatkeep, Ref
+from chatkeep.messages import MessageDraft, Role
+from chatkeep.store.repository import MARKS_PER_QUERY
+
+ORG = Ref("organization", 1)
+
+
+def test_only_the_stored_values_come_back_across_chunks(db_url: str) -> None:
+    with Chatkeep(db_url, dispatcher="inline") as keep:
+        session = keep.sessions.open("marks", ORG)
+        other = keep.sessions.open("other", ORG)
+        count = MARKS_PER_QUERY * 2 + 7  # three queries
+        session.add_drafts([MessageDraft(Role.USER, f"m{i}", metadata={"ext": f"id-{i}"})
+                            for i in range(count)])
+        other.add_drafts([MessageDraft(Role.USER, "elsewhere", metadata={"ext": "id-x"})])
+        session.retract_last()  # retracted messages stay recorded
+        asked = [f"id-{i}" for i in range(count + 50)] + ["id-x", "id-3"]
+        found = keep.repository.stored_marks(session.id, "ext", asked)
+        assert found == {f"id-{i}" for i in range(count)}
+        assert keep.repository.stored_marks(session.id, "other-key", asked) == set()
+        assert keep.repository.stored_marks(session.id, "ext", []) == set()
