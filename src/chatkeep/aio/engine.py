@@ -1,7 +1,8 @@
 """The async engine: the same URLs, settings and errors as the sync store, async drivers.
 
 One URL serves both APIs; each picks its own driver for the database it names.
-``sqlite:///file.db`` runs on aiosqlite. ``postgresql://...`` runs on asyncpg, which
+``sqlite:///file.db`` runs on aiosqlite (a statement one trip to its thread:
+:mod:`chatkeep.aio.sqlite_driver`). ``postgresql://...`` runs on asyncpg, which
 spends less CPU per statement than psycopg's async connection (``bench/async_load.py``
 shows both); a URL naming psycopg (``postgresql+psycopg://``) keeps psycopg's async
 connection. asyncpg takes no libpq ``options``: the ``-c name=value`` settings a URL
@@ -23,6 +24,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from chatkeep.aio.pools import LoopPools
+from chatkeep.aio.sqlite_driver import one_trip_dbapi
 from chatkeep.config import SQLITE_SYNCHRONOUS
 from chatkeep.errors import StoreError
 from chatkeep.store.engine import (
@@ -138,6 +140,9 @@ def make_async_engine(url: str | URL, *, sqlite_synchronous: str = "FULL",
         kwargs.setdefault("pool_size", 1)
         kwargs.setdefault("max_overflow", 0)
         kwargs.setdefault("pool_timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)
+        module = one_trip_dbapi() if parsed.get_driver_name() == "aiosqlite" else None
+        if module is not None:
+            kwargs.setdefault("module", module)  # a statement: one trip to its thread
     else:
         autocommit_engine_options(kwargs)
     kwargs.setdefault("poolclass", LoopPools)  # one pool per event loop
