@@ -18,7 +18,6 @@ import tempfile
 from pathlib import Path
 
 from pydantic_ai import Agent
-from pydantic_ai.conversation import Conversation
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -76,11 +75,12 @@ def build_agent(store: ChatkeepConversationStore,
 async def chat_turn(store: ChatkeepConversationStore, agent: Agent[None, str],
                     chat_id: str, prompt: str) -> tuple[str, list[ModelMessage]]:
     """What a request handler does for one message of a chat; returns the answer and
-    the conversation as saved."""
-    conversation = await store.load(chat_id) or Conversation(conversation_id=chat_id)
+    the messages this run added (as saved). ``for_run`` loads the record and the newest
+    messages only: ``ChatkeepHistory`` sends chatkeep's history in their place."""
+    conversation = await store.for_run(chat_id)
     result = await agent.run(prompt, conversation=conversation)
     await store.save(result)
-    return result.output, list(result.conversation.messages)
+    return result.output, list(result.new_messages())
 
 
 async def main(database: Path) -> None:
@@ -93,7 +93,8 @@ async def main(database: Path) -> None:
         for prompt in ["My e-mail is ana.garcia@example.com, keep me posted.",
                        "What is the weather in Paris?",
                        "And in Rome and Oslo?"]:
-            answer, saved = await chat_turn(store, agent, "chat-42", prompt)
+            answer, added = await chat_turn(store, agent, "chat-42", prompt)
+            saved += added
             print(f"user: {prompt}\nagent: {answer}")
 
         last = sent[-1]

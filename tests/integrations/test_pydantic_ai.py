@@ -235,6 +235,44 @@ def test_many_turns_with_tools_stay_in_budget_and_reload_exactly(db_url: str) ->
     assert max(len(request) for request in model.requests) <= 20
 
 
+def sent_as(requests: Sequence[Sequence[ModelMessage]]) -> list[Any]:
+    """What the model was sent, without timestamps and ids: kinds, texts and arguments."""
+    return [[(type(m).__name__, [(type(p).__name__, str(getattr(p, "content", "")),
+                                  str(getattr(p, "args", ""))) for p in m.parts])
+             for m in request] for request in requests]
+
+
+def test_a_run_loaded_with_for_run_sends_what_a_whole_load_sends(db_url: str) -> None:
+    """``for_run`` loads the record and the newest two messages: with the capability the
+    model is sent exactly what a run of the whole loaded conversation is sent, turn after
+    turn with tools and folds, and the stored conversations end up the same."""
+    whole, windowed = WeatherModel(), WeatherModel()
+
+    async def scenario(server: FakeOpenAIServer) -> None:
+        async with async_keep(db_url, server, chat={"max_history_tokens": 320,
+                                                    "recent_messages_min": 2}) as keep:
+            store = ChatkeepConversationStore(keep, tenant=ORG)
+            agents = {"whole": weather_agent(whole, ChatkeepHistory(store)),
+                      "windowed": weather_agent(windowed, ChatkeepHistory(store))}
+            for i in range(8):
+                prompt = f"({i}) Weather in {['Paris', 'Rome and Oslo'][i % 2]}? Pack well."
+                for key, agent in agents.items():
+                    conversation = await store.load(key) if key == "whole" and i else \
+                        await store.for_run(key)
+                    assert len(conversation.messages) <= (99 if key == "whole" else 2)
+                    await store.save(await agent.run(prompt, conversation=conversation))
+            one, two = await store.load("whole"), await store.load("windowed")
+            assert one is not None and two is not None
+            assert sent_as([one.messages]) == sent_as([two.messages])
+            assert len(two.messages) == 8 * 4  # prompt, call(s), return(s), answer
+
+    with summary_server() as server:
+        run(scenario(server))
+    assert sent_as(whole.requests) == sent_as(windowed.requests)
+    assert len(windowed.requests) == 16
+    nothing_repaired(windowed.requests)
+
+
 def test_the_open_turn_goes_out_as_recorded(db_url: str) -> None:
     """A structured-output run leaves its turn open (its answer is a tool call): the next
     run's first request carries that turn as Pydantic AI recorded it, ids and all."""
@@ -571,8 +609,8 @@ def test_a_run_paused_for_approval_resumes_without_repairs(db_url: str) -> None:
 
             paused, _ = await turn(store, agent, "p", "Delete a.txt")
             assert isinstance(paused.output, DeferredToolRequests)
-            loaded = await store.load("p")
-            assert loaded is not None
+            loaded = await store.for_run("p")  # the newest two messages and the record
+            assert len(loaded.messages) == 2
             assert loaded.deferred_tool_requests == paused.output
             approvals = DeferredToolResults(
                 approvals={paused.output.approvals[0].tool_call_id: True})
@@ -581,7 +619,9 @@ def test_a_run_paused_for_approval_resumes_without_repairs(db_url: str) -> None:
             await store.save(resumed)
             paired(seen[-1])
             final = await store.load("p")
-            assert final is not None and final.messages == list(resumed.conversation.messages)
+            assert final is not None
+            assert final.messages[-len(resumed.conversation.messages):] == \
+                list(resumed.conversation.messages)
             assert final.deferred_tool_requests is None
             await turn(store, agent, "p", "Thanks")
             paired(seen[-1])

@@ -131,7 +131,8 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if key is None:
             raise InvalidArgument(
                 "ChatkeepMiddleware keeps a conversation per LangGraph thread: run the agent "
-                "with a checkpointer and config={'configurable': {'thread_id': ...}}")
+                "with config={'configurable': {'thread_id': ...}} (a checkpointer is "
+                "optional: chatkeep keeps the conversation)")
         routed = _party(runtime, "tenant")
         tenant = self._resolve(self.tenant, runtime)
         if tenant is None:

@@ -42,8 +42,9 @@ class ChatkeepHistory(AbstractCapability[Any]):
     (``SessionNotFound``). ``on_request`` is called with each request as prepared (its
     estimate and budget: for logs and tests).
 
-    Load the conversation with the store (``await store.load(id)``) and pass it to the
-    run: the messages the store handed out are the ones chatkeep's history replaces.
+    Load the conversation with the store (``await store.for_run(id)``: the record and
+    the newest messages; or ``store.load(id)``) and pass it to the run: the messages the
+    store handed out are the ones chatkeep's history replaces.
     """
 
     store: ChatkeepConversationStore

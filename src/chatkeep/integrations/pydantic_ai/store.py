@@ -50,6 +50,9 @@ Scope = str | Ref | None
 
 #: Conversation heads remembered with their session (what ``read_history`` is handed).
 _HEADS_KEPT = 4096
+#: The stored messages ``for_run`` loads: the newest request and response, what a run
+#: continues from (a response whose calls wait for deferred results included).
+RUN_WINDOW = 2
 
 __all__ = ["ChatkeepConversationStore"]
 
@@ -126,6 +129,16 @@ class ChatkeepConversationStore(ConversationStore):
         """``ConversationStore.load``; ``scope`` is the tenant."""
         with self._scoped(scope) as named:
             return await super().load(conversation_id, limit=limit, scope=named)
+
+    async def for_run(self, conversation_id: str, *, scope: Scope = None) -> Conversation:
+        """The conversation to pass to a run that has the :class:`ChatkeepHistory`
+        capability: its record (revision, usage, deferred tool requests) and only its
+        newest request and response (``load(id, limit=RUN_WINDOW)``), since the capability
+        sends chatkeep's budgeted history in their place; a new, unsaved ``Conversation``
+        of that id when the store has none. Without the capability a run would see only
+        those messages: load the whole conversation with ``load`` there."""
+        loaded = await self.load(conversation_id, limit=RUN_WINDOW, scope=scope)
+        return loaded if loaded is not None else Conversation(conversation_id=conversation_id)
 
     async def load_entries(self, conversation_id: str, *, limit: int | None = None,
                            scope: Scope = None) -> list[ConversationEntry] | None:
