@@ -35,10 +35,7 @@ from chatkeep.integrations.pydantic_ai._convert import KEY
 from chatkeep.messages import Message, Role
 from chatkeep.refs import Ref
 from chatkeep.sessions import ChatSession, prepare_batch
-from chatkeep.store.procedures import KEEP_STATE as KEEP
-from chatkeep.store.procedures import REMOVE_STATE as REMOVE
-from chatkeep.store.procedures import Batch, State
-from chatkeep.store.procedures import KeepState as Keep
+from chatkeep.store.procedures import KEEP_STATE, REMOVE_STATE, Batch, KeepState, State
 from chatkeep.store.repository import Repository
 from chatkeep.store.rows import SessionRow
 from chatkeep.validation import INT32_MAX
@@ -159,11 +156,11 @@ def write_record(core: Chatkeep, place: Place, record: ConversationRecord,
     stored = _record.record_state(dataclasses.replace(record, scope=place.scope))
     unfinished: list[str] = []
 
-    def decide(current: State) -> dict[str, Any] | Keep:
+    def decide(current: State) -> dict[str, Any] | KeepState:
         token = _record.deleting(current)
         if expected is None and token is not None:
             unfinished.append(token)  # a delete left unfinished: finish it first (below)
-            return KEEP
+            return KEEP_STATE
         _check_extends(key, current, expected, record, new_entries)
         return stored
 
@@ -175,7 +172,7 @@ def write_record(core: Chatkeep, place: Place, record: ConversationRecord,
     mine = _claim_cleanup(core, session.id, key, unfinished[-1])
     session.retract_all()
 
-    def after_cleanup(current: State) -> dict[str, Any] | Keep:
+    def after_cleanup(current: State) -> dict[str, Any] | KeepState:
         if _record.deleting(current) != mine:
             raise ConversationConflict(key)
         _check_extends(key, None, expected, record, new_entries)
@@ -199,8 +196,8 @@ def finish_delete(core: Chatkeep, session: ChatSession) -> None:
         return
     session.retract_all()
 
-    def finish(current: State) -> dict[str, Any] | Keep:
-        return REMOVE if _record.deleting(current) == mine else KEEP
+    def finish(current: State) -> dict[str, Any] | KeepState:
+        return REMOVE_STATE if _record.deleting(current) == mine else KEEP_STATE
 
     _swap(core.repository, session.id, finish)
 
@@ -215,7 +212,7 @@ def delete_record(core: Chatkeep, tenant: Ref, key: str, expected: str) -> None:
         raise ConversationConflict(key)
     token = uuid.uuid4().hex
 
-    def start(current: State) -> dict[str, Any] | Keep:
+    def start(current: State) -> dict[str, Any] | KeepState:
         if _record.revision_of(current) != expected:
             raise ConversationConflict(key)
         return {"deleting": token}
@@ -223,8 +220,8 @@ def delete_record(core: Chatkeep, tenant: Ref, key: str, expected: str) -> None:
     _swap(core.repository, session.id, start)
     session.retract_all()
 
-    def finish(current: State) -> dict[str, Any] | Keep:
-        return REMOVE if _record.deleting(current) == token else KEEP
+    def finish(current: State) -> dict[str, Any] | KeepState:
+        return REMOVE_STATE if _record.deleting(current) == token else KEEP_STATE
 
     _swap(core.repository, session.id, finish)
 
@@ -235,7 +232,7 @@ def delete_record(core: Chatkeep, tenant: Ref, key: str, expected: str) -> None:
 def _claim_cleanup(core: Chatkeep, session_id: str, key: str, token: str) -> str:
     mine = uuid.uuid4().hex
 
-    def claim(current: State) -> dict[str, Any] | Keep:
+    def claim(current: State) -> dict[str, Any] | KeepState:
         if _record.deleting(current) != token:
             raise ConversationConflict(key)
         return {"deleting": mine}
