@@ -159,10 +159,13 @@ class OneTripConnection(AsyncAdapt_aiosqlite_connection):
         super().rollback()
 
     def _idle(self) -> bool:
-        """Drop a ``BEGIN`` never sent; whether no transaction is open in SQLite."""
+        """Drop a ``BEGIN`` never sent; whether no transaction is open in SQLite. A trip
+        still under way (a cancelled statement aiosqlite's thread is running) may yet
+        open one: then the answer is no, and the commit or rollback queues behind it."""
         self.begin = None
         driver = self._connection._connection
-        return driver is not None and not driver.in_transaction
+        return driver is not None and not self._execute_mutex.locked() \
+            and not driver.in_transaction
 
 
 class _OneTripDBAPI(AsyncAdapt_aiosqlite_dbapi):
