@@ -312,6 +312,35 @@ def test_without_a_checkpointer_chatkeep_alone_keeps_the_thread(db_url: str) -> 
                    for m in model.seen[-1])
 
 
+def test_a_run_ending_with_a_return_direct_result_records_it(db_url: str) -> None:
+    """A ``return_direct`` tool ends the run with its result and no model call after it:
+    ``after_agent`` records it; a run ending with the model's answer records nothing more
+    there (``after_model`` did)."""
+
+    @tool(return_direct=True)
+    def get_weather(city: str) -> str:
+        """Current weather in a city."""
+        return WEATHER.get(city, "unknown")
+
+    model = WeatherModel()
+    with Chatkeep(db_url, dispatcher="inline") as keep:
+        direct = create_agent(model, [get_weather], system_prompt=SYSTEM,
+                              middleware=[ChatkeepMiddleware(keep, tenant=ORG)],
+                              checkpointer=InMemorySaver())
+        out = direct.invoke({"messages": [{"role": "user", "content": "Weather in Rome?"}]},
+                            config("direct"))
+        assert isinstance(out["messages"][-1], ToolMessage)
+        stored = keep.sessions.by_key("direct", ORG).read_messages()
+        assert [m.role.value for m in stored] == ["user", "assistant", "tool"]
+        assert stored[-1].content == "24C and clear"
+        out = direct.invoke({"messages": [{"role": "user", "content": "Thanks!"}]},
+                            config("direct"))
+        stored = keep.sessions.by_key("direct", ORG).read_messages()
+        assert [m.role.value for m in stored] == ["user", "assistant", "tool", "user",
+                                                  "assistant"]
+        assert len({m.metadata[LANGCHAIN_ID] for m in stored}) == 5
+
+
 def test_tenants_never_cross(db_url: str) -> None:
     model = WeatherModel()
     with Chatkeep(db_url, dispatcher="inline") as keep:

@@ -1,5 +1,6 @@
-"""``Repository.stored_marks``: which ids an integration recorded messages by are stored,
-asked of the database in chunks, on both stores."""
+"""``Repository.stored_marks`` and ``marks_after``: which ids an integration recorded
+messages by are stored (asked of the database in chunks), and the ids of the newest
+messages, on both stores."""
 
 from __future__ import annotations
 
@@ -24,3 +25,15 @@ def test_only_the_stored_values_come_back_across_chunks(db_url: str) -> None:
         assert found == {f"id-{i}" for i in range(count)}
         assert keep.repository.stored_marks(session.id, "other-key", asked) == set()
         assert keep.repository.stored_marks(session.id, "ext", []) == set()
+
+
+def test_marks_after_are_the_newest_messages_ids(db_url: str) -> None:
+    with Chatkeep(db_url, dispatcher="inline") as keep:
+        session = keep.sessions.open("tail", ORG)
+        session.add_drafts([MessageDraft(Role.USER, f"m{i}", metadata={"ext": f"id-{i}"})
+                            for i in range(10)])
+        session.add_user("no id")  # a message written outside the integration
+        assert keep.repository.marks_after(session.id, "ext", 7) == {"id-7", "id-8", "id-9"}
+        assert keep.repository.marks_after(session.id, "ext", 10) == set()
+        assert keep.repository.marks_after(session.id, "ext", 0) == \
+            {f"id-{i}" for i in range(10)}

@@ -280,6 +280,17 @@ class Repository:
             return [message_from_row(r) for r in conn.execute(query)]
 
     @retrying_reads
+    def marks_after(self, session_id: str, key: str, after_seq: int) -> set[str]:
+        """The values under metadata ``key`` of the messages after ``after_seq`` (an index
+        range, only that value read: no message is built)."""
+        mark = chat_messages.c.metadata[key].as_string()
+        with self.reading() as conn:
+            found = conn.execute(select(mark).where(
+                chat_messages.c.session_id == session_id,
+                chat_messages.c.seq > after_seq)).scalars()
+            return {value for value in found if value is not None}
+
+    @retrying_reads
     def stored_marks(self, session_id: str, key: str, values: Iterable[str]) -> set[str]:
         """Which of ``values`` the session's messages carry under metadata ``key`` (an id
         an integration recorded them by), retracted ones included: only those values come

@@ -30,7 +30,7 @@ from langchain_core.messages import (
 from langchain_core.messages.tool import ToolCall as LangChainToolCall
 
 from chatkeep.errors import InvalidMessage
-from chatkeep.messages import Message, MessageDraft, Role, ToolCall, Usage
+from chatkeep.messages import MessageDraft, Role, ToolCall, Usage
 
 log = logging.getLogger("chatkeep.integrations.langchain")
 
@@ -42,37 +42,27 @@ RAW_ARGUMENTS = "__arguments__"
 #: Restores a model-written payload (placeholders back to the values they stand for).
 Restore = Callable[[Any], Any]
 
-__all__ = ["LANGCHAIN_ID", "drafts_of", "from_history", "pending", "recorded_ids"]
+__all__ = ["LANGCHAIN_ID", "drafts_of", "from_history", "pending"]
 
 
-def recorded_ids(messages: Sequence[Message]) -> set[str]:
-    """The LangChain ids of stored messages (those recorded by this integration)."""
-    ids = set()
-    for message in messages:
-        value = message.metadata.get(LANGCHAIN_ID)
-        if isinstance(value, str):
-            ids.add(value)
-    return ids
-
-
-def pending(state: Sequence[BaseMessage], tail: Sequence[Message],
+def pending(state: Sequence[BaseMessage], recent: set[str] | None,
             stored: Callable[[list[str]], set[str]]) -> list[BaseMessage]:
     """The messages of ``state`` (a thread's messages, oldest first) not recorded yet.
 
-    ``tail`` is the session's newest stored messages. The newest state message found in it
-    is the anchor: what follows it in the state is new (the state only ever grows at its
-    end). Without an anchor (a run without a checkpointer, whose state is only its input;
-    a thread new to a session that has messages; more than the tail written outside the
-    graph since), the store is asked which of the state's ids it holds (``stored``), and
-    the other messages are new.
+    ``recent`` is the LangChain ids of the session's newest stored messages (``None``: the
+    session holds no message). The newest state message among them is the anchor: what
+    follows it in the state is new (the state only ever grows at its end). Without an
+    anchor (a run without a checkpointer, whose state is only its input; a thread new to
+    a session that has messages; more than the tail written outside the graph since),
+    the store is asked which of the state's ids it holds (``stored``), and the other
+    messages are new.
     """
-    known = recorded_ids(tail)
-    if known:
-        for index in range(len(state) - 1, -1, -1):
-            if state[index].id in known:
-                return list(state[index + 1:])
-    if not tail:
+    if recent is None:
         return list(state)
+    if recent:
+        for index in range(len(state) - 1, -1, -1):
+            if state[index].id in recent:
+                return list(state[index + 1:])
     known = stored([m.id for m in state if m.id])
     return [m for m in state if m.id not in known]
 

@@ -22,6 +22,7 @@ summary, and a tool call always goes out with every one of its results.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -58,6 +59,8 @@ log = logging.getLogger("chatkeep.integrations.langchain")
 
 #: Stored messages read to find where a thread's state and its session meet.
 TAIL = 32
+#: Threads whose last recorded message the middleware remembers (an LRU).
+THREADS_KEPT = 4096
 
 #: A party (tenant, actor, subject): a fixed ``Ref``, or read from each run's runtime.
 Party = Ref | Callable[[Runtime[Any]], Ref | None] | None
@@ -116,6 +119,7 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.tenant, self.actor, self.subject = tenant, actor, subject
         self._options = _Options(title, anonymize_pii)
         self.tools = []
+        self._last: OrderedDict[tuple[Ref, str], str | None] = OrderedDict()
 
     # -- the thread ----------------------------------------------------------------------
 
@@ -171,11 +175,16 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
         """Record the model's answer (the state is left as it is)."""
-        record(self._sync(), self.thread(runtime), self._options, state["messages"])
+        thread = self.thread(runtime)
+        record(self._sync(), thread, self._options, state["messages"])
+        self._recorded(thread, state["messages"])
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
-        """Record what the run ended with (a ``return_direct`` tool's result)."""
-        record(self._sync(), self.thread(runtime), self._options, state["messages"])
+        """Record what the run ended with (a ``return_direct`` tool's result); nothing to
+        do when it ended with the answer ``after_model`` just recorded."""
+        thread = self.thread(runtime)
+        if not self._ends_recorded(thread, state["messages"]):
+            record(self._sync(), thread, self._options, state["messages"])
 
     def _sync(self) -> Chatkeep:
         if not isinstance(self.keep, Chatkeep):
@@ -197,11 +206,30 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     async def aafter_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
         """Async twin of :meth:`after_model`."""
-        await self._run(record, self.thread(runtime), self._options, state["messages"])
+        thread = self.thread(runtime)
+        await self._run(record, thread, self._options, state["messages"])
+        self._recorded(thread, state["messages"])
 
     async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
         """Async twin of :meth:`after_agent`."""
-        await self._run(record, self.thread(runtime), self._options, state["messages"])
+        thread = self.thread(runtime)
+        if not self._ends_recorded(thread, state["messages"]):
+            await self._run(record, thread, self._options, state["messages"])
+
+    # -- what after_model last recorded, per thread ----------------------------------------
+
+    def _recorded(self, thread: Thread, state: Sequence[BaseMessage]) -> None:
+        """Note the state's newest message as recorded (for this run's ``after_agent``)."""
+        key = (thread.tenant, thread.key)
+        self._last[key] = state[-1].id if state else None
+        self._last.move_to_end(key)
+        while len(self._last) > THREADS_KEPT:
+            self._last.popitem(last=False)
+
+    def _ends_recorded(self, thread: Thread, state: Sequence[BaseMessage]) -> bool:
+        """Whether the state ends with the message ``after_model`` just recorded."""
+        newest = state[-1].id if state else None
+        return newest is not None and self._last.get((thread.tenant, thread.key)) == newest
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         if not is_async_keep(self.keep):
@@ -225,9 +253,11 @@ def record(core: Chatkeep, thread: Thread, options: _Options,
     """Record the messages of ``state`` the session does not hold yet, in one
     transaction; returns the session."""
     session = open_session(core, thread, options)
-    tail = session.messages_after(max(0, session.message_count - TAIL))
-    new = pending(state, tail, lambda ids: session.repository.stored_marks(
-        session.id, LANGCHAIN_ID, ids))
+    count, repository = session.message_count, session.repository
+    recent = repository.marks_after(session.id, LANGCHAIN_ID, max(0, count - TAIL)) \
+        if count else None
+    new = pending(state, recent,
+                  lambda ids: repository.stored_marks(session.id, LANGCHAIN_ID, ids))
     drafts = drafts_of(new, state, lambda payload: core.privacy.restore_payload(session,
                                                                                 payload))
     if drafts:
