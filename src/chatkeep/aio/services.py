@@ -25,6 +25,7 @@ from chatkeep.memory.recall import Memory
 from chatkeep.memory.scopes import Scope
 from chatkeep.memory.service import EmbedResult, MemoryService
 from chatkeep.privacy.guard import PrivacyGuard
+from chatkeep.privacy.streaming import StreamRestorer
 from chatkeep.privacy.vault import PlaceholderVault
 from chatkeep.refs import Ref
 from chatkeep.sessions import ChatSession
@@ -177,7 +178,7 @@ class AsyncPrivacyGuard(Twin[PrivacyGuard]):
         """Both switches on: the application's and this conversation's."""
 
     @bridged
-    async def scrub(self, session: AnySession, payload: T) -> T:
+    async def scrub(self, session: AnySession, payload: T, context: str | None = None) -> T:
         """A framework's request body with no raw value, placeholders stored first."""
 
     @bridged
@@ -191,6 +192,10 @@ class AsyncPrivacyGuard(Twin[PrivacyGuard]):
     @bridged
     async def restore(self, session: AnySession, text: str) -> str:
         """Put real values back into model output (only while the session redacts)."""
+
+    @bridged
+    async def restorer(self, session: AnySession) -> StreamRestorer:
+        """A :class:`~chatkeep.privacy.streaming.StreamRestorer` for ``session``'s output."""
 
     @bridged
     async def restore_stored(self, session: AnySession, text: str) -> str:

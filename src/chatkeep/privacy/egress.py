@@ -69,8 +69,10 @@ class Egress(Protocol):
         """One outgoing text, redacted (``context``: the message it answers)."""
         ...
 
-    def scrub(self, payload: T) -> T:
-        """A whole request body (any JSON-like value) with no raw detected value left."""
+    def scrub(self, payload: T, context: str | None = None) -> T:
+        """A whole request body (any JSON-like value) with no raw detected value left;
+        ``context``: the conversation message the body's new input answers (a bare number
+        after "your social security number?"), read with every string of it."""
         ...
 
     def flush(self) -> bool:
@@ -93,7 +95,7 @@ class OpenEgress:
         """``text`` unchanged."""
         return text
 
-    def scrub(self, payload: T) -> T:
+    def scrub(self, payload: T, context: str | None = None) -> T:
         """``payload`` unchanged."""
         return payload
 
@@ -142,13 +144,15 @@ class SessionEgress:
         self._produced.setdefault(redacted, before)
         return redacted
 
-    def scrub(self, payload: T) -> T:
+    def scrub(self, payload: T, context: str | None = None) -> T:
         """``payload`` with no raw value left in any string or key: detection over the
-        whole body first, then every span replaced (see the module docstring)."""
+        whole body first, then every span replaced (see the module docstring).
+        ``context`` is the message the body's new input answers: every string is read
+        with it, so a value only its question identifies is found too."""
         detected: dict[str, list[Span]] = {}
         for text in _strings(payload):
             if text not in detected:
-                detected[text] = self._detect(text)
+                detected[text] = self._detect(text, context)
         cache: dict[str, str] = {}
 
         def replace(text: str) -> str:
@@ -160,13 +164,15 @@ class SessionEgress:
         result = _rebuild(payload, replace, self)
         return payload if result is _DROP else result
 
-    def _detect(self, text: str) -> list[Span]:
-        """Pass one: what the detector finds in ``text`` joins the vault now, so pass two
-        redacts it wherever it stands in the body. Text this egress produced was already
-        read with its context; only the vault's values are looked for in it again."""
+    def _detect(self, text: str, context: str | None = None) -> list[Span]:
+        """Pass one: what the detector finds in ``text`` (read with ``context``, if any)
+        joins the vault now, so pass two redacts it wherever it stands in the body. Text
+        this egress produced was already read with its context; only the vault's values
+        are looked for in it again."""
         if text in self._produced or not text.strip():
             return []
-        spans = self.redactor.detector.detect(text)
+        detector = self.redactor.detector
+        spans = detector.detect(text, context) if context else detector.detect(text)
         for span in spans:
             self.vault.placeholder_for(span.entity_type, span.text, span.canonical)
         return spans

@@ -28,6 +28,7 @@ from chatkeep.privacy.detector import PiiDetector, Recognizer, default_recognize
 from chatkeep.privacy.egress import OPEN, Egress, SessionEgress, map_strings
 from chatkeep.privacy.escaping import PLACEHOLDER_TOKEN_RE, escape
 from chatkeep.privacy.redactor import Redactor
+from chatkeep.privacy.streaming import StreamRestorer
 from chatkeep.privacy.vault import PlaceholderVault, seal, unseal
 from chatkeep.sessions import ChatSession
 from chatkeep.store.repository import Repository
@@ -88,14 +89,15 @@ class PrivacyGuard:
             store=store, load=lambda: self._load(session_id),
             carried=[unseal(sealed, key) for sealed in known if sealed])
 
-    def scrub(self, session: ChatSession, payload: T) -> T:
+    def scrub(self, session: ChatSession, payload: T, context: str | None = None) -> T:
         """A whole request body a framework is about to send on ``session``'s behalf
         (``call_model_input_filter`` and the like), with no raw value left and its
-        placeholders stored before it is returned. Fails closed with ``PrivacyError``
-        when the mapping cannot be stored."""
+        placeholders stored before it is returned. ``context``: the conversation message
+        the body's new input answers (see :meth:`Egress.scrub`). Fails closed with
+        ``PrivacyError`` when the mapping cannot be stored."""
         egress = self.for_session(session)
         for _ in range(MAX_VAULT_ATTEMPTS):
-            body = egress.scrub(payload)
+            body = egress.scrub(payload, context)
             if egress.flush():
                 return body
         raise PrivacyError(f"session {session.id}: could not store the placeholder mapping "
@@ -122,6 +124,24 @@ class PrivacyGuard:
         if not self.redacts(session):
             return text
         return self.restore_stored(session, text)
+
+    def restorer(self, session: ChatSession) -> StreamRestorer:
+        """A restorer for ``session``'s streamed output (``feed`` each chunk, ``flush`` at
+        the end): a placeholder split across chunks comes back whole. The mapping is read
+        once, and again when the output names a placeholder it lacks (a later model call
+        of the same run may have added it)."""
+        if not self.redacts(session):
+            return StreamRestorer(lambda text: text)
+        vault = [self.vault(session)]
+
+        def restore(text: str) -> str:
+            for match in PLACEHOLDER_TOKEN_RE.finditer(text):
+                if not match.group(1) and vault[0].value_for(match.group()) is None:
+                    vault[0] = self.vault(session)
+                    break
+            return self.redactor.restore(text, vault[0])
+
+        return StreamRestorer(restore)
 
     def restore_stored(self, session: ChatSession, text: str) -> str:
         """Restore text chatkeep stored in placeholder form (a summary, see ``store_form``):
