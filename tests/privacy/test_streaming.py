@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,7 +24,7 @@ def restore(text: str) -> str:
 def streamed(text: str, cuts: list[int]) -> str:
     restorer = StreamRestorer(restore)
     points = sorted({0, len(text), *(cut % (len(text) + 1) for cut in cuts)})
-    out = [restorer.feed(text[a:b]) for a, b in zip(points, points[1:], strict=False)]
+    out = [restorer.feed(text[a:b]) for a, b in itertools.pairwise(points)]
     return "".join(out) + restorer.flush()
 
 
