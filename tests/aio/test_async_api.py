@@ -10,7 +10,14 @@ from typing import Any
 import openai
 import pytest
 
-from chatkeep import Chatkeep, ConfigError, HistoryCompressor, Ref, StoreError
+from chatkeep import (
+    Chatkeep,
+    ConfigError,
+    HistoryCompressor,
+    InvalidArgument,
+    Ref,
+    StoreError,
+)
 from chatkeep.aio import AsyncChatkeep, KeepClosed, TaskDispatcher
 from chatkeep.jobs import ThreadPoolDispatcher
 from chatkeep.memory import MemoryService
@@ -78,6 +85,18 @@ def test_a_closed_keep_raises_a_typed_error(db_url: str) -> None:
             await keep.sessions.get_unscoped(session.id)
         with pytest.raises(KeepClosed):
             await session.add_user("too late")
+
+    run(scenario())
+
+
+def test_privacy_calls_without_a_session_are_typed_errors(db_url: str) -> None:
+    """``restore(None, ...)`` used to fail deep inside with an ``AttributeError``."""
+    async def scenario() -> None:
+        async with AsyncChatkeep(db_url) as keep:
+            with pytest.raises(InvalidArgument, match="ChatSession"):
+                await keep.privacy.restore(None, "x")  # type: ignore[arg-type]
+            with pytest.raises(InvalidArgument, match="ChatSession"):
+                await keep.privacy.restore_stored(None, "x")  # type: ignore[arg-type]
 
     run(scenario())
 

@@ -22,6 +22,10 @@ from chatkeep.aio.engine import async_url, make_async_engine, server_settings
     ("postgresql+psycopg2://app@db/chat", "postgresql+asyncpg"),
     ("postgresql+asyncpg://app@db/chat", "postgresql+asyncpg"),
     ("postgresql+psycopg://app@db/chat", "postgresql+psycopg"),
+    # SQLAlchemy's own spelling of psycopg's async connection, and the hosts' alias
+    ("postgresql+psycopg_async://app@db/chat", "postgresql+psycopg"),
+    ("postgres://app@db/chat", "postgresql+asyncpg"),
+    ("postgres+psycopg://app@db/chat", "postgresql+psycopg"),
 ])
 def test_each_url_gets_the_async_driver_it_names_or_the_default(url: str, driver: str) -> None:
     assert async_url(url).drivername == driver
@@ -91,3 +95,26 @@ def test_the_url_settings_reach_both_async_drivers_and_explicit_ones_win(
     assert asyncio.run(settings(with_driver(url, "asyncpg"), connect_args=explicit)) == (
         schema, "16MB", "4s")
     assert explicit == {"server_settings": {"work_mem": "16MB"}}  # not written into
+
+
+@pytest.mark.postgres
+def test_a_psycopg_async_url_runs_on_psycopg_and_postgres_urls_work_on_both_apis(
+        pg_schema_url: str) -> None:
+    """``postgresql+psycopg_async://`` used to run quietly on asyncpg; ``postgres://``
+    (a host's ``DATABASE_URL``) was refused as an unknown backend."""
+    from chatkeep import Chatkeep, Ref
+    from support.postgres import with_driver
+
+    async def driver_of(url: str) -> str:
+        async with AsyncChatkeep(url, dispatcher="inline") as keep:
+            session = await keep.sessions.create(Ref("org", 1))
+            await session.add_user("hello")
+            return str(keep.engine.dialect.driver)
+
+    psycopg_url = with_driver(pg_schema_url, "psycopg")
+    assert asyncio.run(driver_of(psycopg_url.replace("+psycopg://", "+psycopg_async://"))) \
+        == "psycopg"
+    alias = psycopg_url.replace("postgresql+psycopg://", "postgres://")
+    assert asyncio.run(driver_of(alias)) == "asyncpg"
+    with Chatkeep(alias, dispatcher="inline") as keep:
+        assert keep.sessions.list(Ref("org", 1))[0].message_count == 1

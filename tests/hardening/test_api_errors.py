@@ -170,6 +170,14 @@ CASES: list[tuple[str, Any, type[ChatkeepError], str]] = [
     ("Ref NUL", lambda k, s: k.sessions.list(Ref("o", "a\x00")), InvalidReference, "NUL"),
     ("usage since a string", lambda k, s: k.usage(ORG, since="2026-11"), InvalidArgument,
      "since"),
+    ("privacy.restore(None)", lambda k, s: k.privacy.restore(None, "x"), InvalidArgument,
+     "ChatSession"),
+    ("privacy.restore_stored(None)", lambda k, s: k.privacy.restore_stored(None, "x"),
+     InvalidArgument, "ChatSession"),
+    ("privacy.vault(None)", lambda k, s: k.privacy.vault(None), InvalidArgument,
+     "ChatSession"),
+    ("privacy.scrub(None)", lambda k, s: k.privacy.scrub(None, {"a": "b"}), InvalidArgument,
+     "ChatSession"),
 ]
 
 

@@ -177,6 +177,7 @@ def test_a_database_from_a_newer_chatkeep_is_a_store_error_naming_both_revisions
     with pytest.raises(StoreError) as raised:
         Chatkeep(db_url).start()
     assert FUTURE in str(raised.value) and migrate.head_revision() in str(raised.value)
+    assert str(raised.value).startswith("newer schema: upgrade this process")
     engine = make_engine(db_url)
     for step in (migrate.ensure_schema, migrate.upgrade, migrate.check_current):
         with pytest.raises(StoreError, match=f"{FUTURE}.*{migrate.head_revision()}"):

@@ -5,8 +5,9 @@ One URL serves both APIs; each picks its own driver for the database it names.
 :mod:`chatkeep.aio.sqlite_driver`). ``postgresql://...`` runs on asyncpg, which
 spends less CPU per statement than psycopg's async connection (``bench/async_load.py``
 shows both); a URL naming psycopg (``postgresql+psycopg://``) keeps psycopg's async
-connection. asyncpg takes no libpq ``options``: the ``-c name=value`` settings a URL
-carries there (``options=-csearch_path%3Dtenant_7``) become its ``server_settings``.
+connection (so does SQLAlchemy's spelling of it, ``postgresql+psycopg_async://``);
+``postgres://`` (what many hosts put in ``DATABASE_URL``) is PostgreSQL. asyncpg takes
+no libpq ``options``: the ``-c name=value`` settings a URL carries there (``options=-csearch_path%3Dtenant_7``) become its ``server_settings``.
 SQLite gets the sync store's settings (WAL, ``synchronous``, busy timeout, foreign keys,
 ``BEGIN IMMEDIATE`` for writes); PostgreSQL pings a connection that sat idle before
 using it. Connections are pooled per event loop (:mod:`chatkeep.aio.pools`),
@@ -61,9 +62,11 @@ def _named_driver(url: str | URL) -> str:
     """The driver ``url`` names as written ("" for none: SQLAlchemy's default for the
     backend is not a choice the URL made)."""
     try:
-        return (url if isinstance(url, URL) else make_url(url)).drivername.partition("+")[2]
+        named = (url if isinstance(url, URL) else make_url(url)).drivername.partition("+")[2]
     except (ArgumentError, ValueError, TypeError):
         return ""  # parse_url says what is wrong with it
+    # SQLAlchemy's own spelling of psycopg's async connection names psycopg.
+    return "psycopg" if named == "psycopg_async" else named
 
 
 def server_settings(options: str) -> dict[str, str]:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from chatkeep.config import PrivacyConfig
-from chatkeep.errors import PrivacyError
+from chatkeep.errors import InvalidArgument, PrivacyError
 from chatkeep.privacy.base import Span
 from chatkeep.privacy.detector import PiiDetector, Recognizer, default_recognizers
 from chatkeep.privacy.egress import OPEN, Egress, SessionEgress, map_strings
@@ -62,6 +62,7 @@ class PrivacyGuard:
         counts as on for a session created under it or already redacted (its row is
         ``pii_protected``), so a process started without it (a sweep, a worker on default
         config) never sends that session's text with less protection."""
+        _check_session(session)
         return session.anonymize_pii and (self.config.anonymize_pii or session.row.pii_protected)
 
     def for_session(self, session: ChatSession,
@@ -114,6 +115,7 @@ class PrivacyGuard:
 
     def vault(self, session: ChatSession) -> PlaceholderVault:
         """The session's placeholder mapping as stored."""
+        _check_session(session)
         return self._load(session.id)[0]
 
     def restore(self, session: ChatSession, text: str) -> str:
@@ -146,6 +148,7 @@ class PrivacyGuard:
     def restore_stored(self, session: ChatSession, text: str) -> str:
         """Restore text chatkeep stored in placeholder form (a summary, see ``store_form``):
         its real placeholders map to values, escaped look-alikes become literal text."""
+        _check_session(session)
         if not PLACEHOLDER_TOKEN_RE.search(text):
             return text  # nothing placeholder-shaped: no need to read the mapping
         return self.redactor.restore(text, self.vault(session))
@@ -169,6 +172,13 @@ class PrivacyGuard:
         if blob is None:
             return PlaceholderVault(), version
         return unseal(blob, self.config.encryption_key), version
+
+
+def _check_session(session: object) -> None:
+    """``InvalidArgument`` unless ``session`` is a session (``None`` would otherwise fail
+    deep inside with an ``AttributeError``)."""
+    if not isinstance(session, ChatSession):
+        raise InvalidArgument(f"expected a ChatSession, got {type(session).__name__}")
 
 
 def _version_of(session: ChatSession) -> tuple[str | None, int]:

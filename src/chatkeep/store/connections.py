@@ -9,6 +9,7 @@ taking the write lock.
 from __future__ import annotations
 
 import functools
+import re
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -61,12 +62,25 @@ def store_error(exc: SQLAlchemyError) -> StoreError:
     return StoreError(f"database error: {type(exc).__name__}: {exc}")
 
 
+#: What a server says when a pooler (PgBouncer in transaction mode) handed the statement
+#: to another server connection than the one that prepared it.
+_PREPARED_ELSEWHERE = re.compile(r'prepared statement "[^"]*" (?:does not exist|already exists)')
+#: The fix for it, in chatkeep's words.
+PREPARED_STATEMENTS_HINT = (
+    "the server does not know this connection's prepared statement: behind PgBouncer in "
+    "transaction mode (or another pooler that moves a client between server connections) "
+    "set store.prepared_statements = false, or add ?prepared_statements=false to the URL")
+
+
 def driver_error(exc: BaseException, *, lost: bool = False) -> StoreError:
-    """A driver's own error as one line (also what the direct driver paths raise)."""
+    """A driver's own error as one line (also what the direct driver paths raise); a
+    prepared statement lost to a pooler says what to set."""
     detail = str(exc).strip().splitlines()
     kind = ConnectionLost if lost else StoreError
-    return kind(f"database error: {type(exc).__name__}: "
-                f"{detail[0] if detail else ''}".rstrip(": "))
+    line = f"database error: {type(exc).__name__}: {detail[0] if detail else ''}".rstrip(": ")
+    if _PREPARED_ELSEWHERE.search(line):
+        line = f"{line} ({PREPARED_STATEMENTS_HINT})"
+    return kind(line)
 
 
 @contextmanager

@@ -124,6 +124,13 @@ def parse_url(url: object) -> URL:
                              "postgresql+psycopg://user@host/db)") from exc
     else:
         raise StoreError(f"the database URL must be a string, got {type(url).__name__}")
+    if parsed.get_backend_name() == "postgres":
+        # What many hosts put in DATABASE_URL; SQLAlchemy dropped the alias in 1.4.
+        parsed = parsed.set(drivername="postgresql" + parsed.drivername[len("postgres"):])
+    if parsed.drivername == "postgresql+psycopg_async":
+        # SQLAlchemy's spelling of psycopg's async connection: the same driver, whose
+        # sync or async connection each API picks itself.
+        parsed = parsed.set(drivername="postgresql+psycopg")
     backend = parsed.get_backend_name()
     if backend not in ("sqlite", "postgresql"):
         raise StoreError(f"chatkeep runs on SQLite and PostgreSQL, not {backend!r}: "

@@ -71,10 +71,10 @@ def _check_known(revision: str | None) -> None:
     if revision is None or revision in known_revisions():
         return
     raise StoreError(
-        f"the database schema is at revision {revision!r}, which this chatkeep does not "
-        f"know (the newest it ships is {head_revision()!r}): a newer chatkeep migrated it. "
-        f"Run that version, or downgrade the database with it first (`chatkeep db "
-        f"downgrade {head_revision()}`)")
+        f"newer schema: upgrade this process. The database is at revision {revision!r}, "
+        f"which this chatkeep does not know (the newest it ships is {head_revision()!r}): "
+        f"a newer chatkeep migrated it. Deploy that version here too, or downgrade the "
+        f"database with it first (`chatkeep db downgrade {head_revision()}`)")
 
 
 def _stamped(conn: Connection) -> str | None:
