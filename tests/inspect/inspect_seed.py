@@ -174,3 +174,24 @@ def _write(keep: Chatkeep, model: ScriptedModel) -> Seeded:
     rows = {m.content: m.id for m in keep.memory.list(ORG, include_superseded=True)}
     rows |= {m.content: m.id for m in keep.memory.list(OTHER, include_superseded=True)}
     return Seeded(support.id, waiting.id, closed.id, other.id, rows)
+
+
+def add_wide_session(url: str) -> str:
+    """A session whose log holds runs no line can break at a space (a long URL, JSON with
+    no spaces, a long call id and function name, a long token): the layout must still keep
+    each cell inside the log's column. Returns its id."""
+    keep = Chatkeep(url, config=config(), dispatcher="inline")
+    try:
+        wide = keep.sessions.open("layout-wide", tenant=ORG, title="Wide content")
+        wide.add_user("See https://example.com/orders/1138/refunds/" + "a" * 120
+                      + "?tracking=" + "Z9" * 40)
+        call_id = "call_" + "Xq7" * 12
+        wide.add_assistant(None, tool_calls=[{"id": call_id, "type": "function", "function": {
+            "name": "lookup_order_with_a_rather_long_function_name",
+            "arguments": json.dumps({"order": 1138, "lines": list(range(60))},
+                                    separators=(",", ":"))}}])
+        wide.add_tool_result(call_id, {"blob": "Q" * 300})
+        wide.add_assistant("ok " + "x" * 200)
+        return wide.id
+    finally:
+        keep.close()

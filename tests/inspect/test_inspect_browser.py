@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inspect_seed import EMAIL, MODEL, Seeded
+from inspect_seed import EMAIL, MODEL, Seeded, add_wide_session
 
 from conftest import served
 
@@ -148,3 +148,38 @@ def test_click_through_the_inspector(browser: Any, seeded: tuple[str, Seeded]) -
         assert problems == [], problems
     for name in ("sessions", "session", "summary", "memories", "memory", "usage", "privacy"):
         assert (shots / f"{name}.png").stat().st_size > 10_000, name
+
+
+#: Every log cell's box against the preview panel's and the log column's (in CSS pixels).
+_OVERLAPS = """() => {
+  const panel = document.querySelector('#preview').getBoundingClientRect();
+  const column = document.querySelector('#log').getBoundingClientRect();
+  const out = [];
+  for (const cell of document.querySelectorAll('#log td')) {
+    const r = cell.getBoundingClientRect();
+    const under = r.right > panel.left && r.left < panel.right
+      && r.bottom > panel.top && r.top < panel.bottom;
+    if (under || r.right > column.right + 0.5 || cell.scrollWidth > cell.clientWidth + 1)
+      out.push(cell.innerText.slice(0, 50));
+  }
+  return {cells: document.querySelectorAll('#log td').length, out: out,
+          beside: column.right <= panel.left};
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_the_log_is_never_under_the_preview(browser: Any, seeded: tuple[str, Seeded],
+                                            width: int) -> None:
+    url, ids = seeded
+    wide = add_wide_session(url)
+    with served(url) as (base, _process):
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        for session_id in (ids.support, wide):
+            page.goto(f"{base}/sessions/{session_id}")
+            page.wait_for_selector("#preview svg.chart.stacked")
+            found = page.evaluate(_OVERLAPS)
+            assert found["cells"] > 10 and found["beside"], found
+            assert found["out"] == [], (width, session_id, found["out"])
+        backend = "sqlite" if url.startswith("sqlite") else "postgresql"
+        (ARTIFACTS / backend).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / backend / f"wide-{width}.png"), full_page=True)
