@@ -179,12 +179,14 @@ chat_tool_calls = Table(
     PrimaryKeyConstraint("session_id", "call_id", name="pk_chat_tool_calls"),
 )
 
+# The ledger outlives what it billed (issue 36): no foreign key, so deleting a session
+# never unbills its tenant; the lifecycle sets ``session_id`` to NULL as it deletes the
+# session, so a usage row keeps numbers only, never a way back to content.
 chat_usage = Table(
     "chat_usage",
     metadata,
     Column("id", BigId, primary_key=True, autoincrement=True),
-    Column("session_id", String(36), ForeignKey("chat_sessions.id", ondelete="CASCADE"),
-           nullable=False),
+    Column("session_id", String(36), nullable=True),
     *_ref_columns("tenant", nullable=False),
     Column("purpose", String(16), nullable=False),
     Column("model", String(255), nullable=True),
@@ -232,3 +234,87 @@ event.listen(memories, "before_drop", drop_memory_text_index)
 # type exists only where pgvector does, so it is made by DDL hooks, not declared here.
 event.listen(memories, "after_create", create_memory_vector_table)
 event.listen(memories, "before_drop", drop_memory_vector_table)
+
+# -- lifecycle (issue 36): holds, retention, erasures and their log -------------------------
+# None of these tables holds personal content: ids, counts, times and an operator's reason.
+
+chat_holds = Table(
+    "chat_holds",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    *_ref_columns("tenant", nullable=False),
+    *_ref_columns("actor", nullable=True),
+    *_ref_columns("subject", nullable=True),
+    Column("session_id", String(36), nullable=True),  # no FK: a held session stays anyway
+    Column("reason", Text, nullable=False),
+    Column("placed_by", String(255), nullable=True),
+    Column("placed_at", TS, nullable=False),
+    Column("released_at", TS, nullable=True),
+    Index("ix_chat_holds_tenant", "tenant_type", "tenant_id", "released_at"),
+)
+"""Legal holds: a scope (a session, an actor, a subject, or, with none set, the whole
+tenant) that delete, erase and retention refuse while the hold is not released."""
+
+chat_retention = Table(
+    "chat_retention",
+    metadata,
+    *_ref_columns("tenant", nullable=False),
+    Column("session_idle_days", Integer, nullable=True),
+    Column("memory_idle_days", Integer, nullable=True),
+    Column("updated_at", TS, nullable=False),
+    PrimaryKeyConstraint("tenant_type", "tenant_id", name="pk_chat_retention"),
+)
+"""A tenant's retention policy: sessions idle, memories not recalled or updated, this
+many days are deleted by the sweep (``NULL``: kept)."""
+
+chat_erasures = Table(
+    "chat_erasures",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    *_ref_columns("tenant", nullable=False),
+    Column("scope", String(16), nullable=False),  # session | actor | subject | tenant
+    Column("scope_type", String(64), nullable=True),
+    Column("scope_id", String(255), nullable=True),
+    Column("state", String(16), nullable=False),  # running | done
+    Column("counts", JSON, nullable=False, default=dict),
+    Column("requested_by", String(255), nullable=True),
+    Column("started_at", TS, nullable=False),
+    Column("finished_at", TS, nullable=True),
+    Column("digest", String(64), nullable=True),
+    Index("ix_chat_erasures_scope", "tenant_type", "tenant_id", "scope", "scope_type",
+          "scope_id", "state"),
+)
+"""Erasures as resumable jobs: the counts so far move in the same transaction as each
+batch they count, so a killed run leaves exact numbers for its rerun to continue."""
+
+chat_erased_items = Table(
+    "chat_erased_items",
+    metadata,
+    Column("erasure_id", String(36), ForeignKey("chat_erasures.id", ondelete="CASCADE"),
+           nullable=False),
+    *_ref_columns("tenant", nullable=False),
+    Column("surface", String(16), nullable=False),  # session | memory
+    Column("item_id", String(64), nullable=False),
+    PrimaryKeyConstraint("erasure_id", "surface", "item_id", name="pk_chat_erased_items"),
+)
+"""The ids (never text) an erasure removed: what its receipt lists and verify checks."""
+
+chat_lifecycle_log = Table(
+    "chat_lifecycle_log",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    *_ref_columns("tenant", nullable=False),
+    Column("action", String(32), nullable=False),
+    Column("scope", String(16), nullable=False),
+    Column("scope_type", String(64), nullable=True),
+    Column("scope_id", String(255), nullable=True),
+    Column("actor_by", String(255), nullable=True),  # who asked (an operator's id)
+    Column("erasure_id", String(36), nullable=True),
+    Column("hold_id", BigInteger, nullable=True),
+    Column("counts", JSON, nullable=False, default=dict),
+    Column("digest", String(64), nullable=True),
+    Column("created_at", TS, nullable=False),
+    Index("ix_chat_lifecycle_log_tenant", "tenant_type", "tenant_id", "created_at"),
+)
+"""Who did what, when, to which scope, with what counts: the record of deletes,
+erasures, holds and sweeps (no personal content)."""
