@@ -12,7 +12,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
@@ -340,55 +340,88 @@ def _apply(section: Any, section_name: str, values: Mapping[str, Any]) -> Any:
     return dataclasses.replace(section, **changes)
 
 
+_NO = object()
+"""A coercer's answer when it cannot read the value (then ``_coerce`` says so)."""
+_TRUE, _FALSE, _NONE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}, \
+    {"", "none", "null"}
+
+
+def _is_int(raw: Any) -> bool:
+    return isinstance(raw, int) and not isinstance(raw, bool)
+
+
+def _to_bool(raw: Any, text: str | None, name: str) -> Any:
+    if isinstance(raw, bool):
+        return raw
+    lowered = text.lower() if text is not None else None
+    return True if lowered in _TRUE else False if lowered in _FALSE else _NO
+
+
+def _to_int(raw: Any, text: str | None, name: str) -> Any:
+    if _is_int(raw):
+        return _int64(raw, name)
+    if text is not None and _INT_TEXT.fullmatch(text):
+        return _int64(int(text), name)
+    return _NO
+
+
+def _to_optional_int(raw: Any, text: str | None, name: str) -> Any:
+    if raw is None or (text is not None and text.lower() in _NONE):
+        return None
+    return _to_int(raw, text, name)
+
+
+def _to_float(raw: Any, text: str | None, name: str) -> Any:
+    if _is_int(raw) or isinstance(raw, float):
+        return float(raw)
+    try:
+        return float(text) if text is not None else _NO
+    except ValueError:
+        return _NO
+
+
+def _to_str(raw: Any, text: str | None, name: str) -> Any:
+    return raw if isinstance(raw, str) else _NO
+
+
+def _to_optional_str(raw: Any, text: str | None, name: str) -> Any:
+    return (raw or None) if raw is None or isinstance(raw, str) else _NO
+
+
+def _to_timedelta(raw: Any, text: str | None, name: str) -> Any:
+    if isinstance(raw, timedelta):
+        return raw
+    if _is_int(raw) or isinstance(raw, float):
+        return _seconds(raw, name, repr(raw))
+    return parse_duration(text, name) if text is not None else _NO
+
+
+def _to_strings(raw: Any, text: str | None, name: str) -> Any:
+    if isinstance(raw, list | tuple) and all(isinstance(x, str) for x in raw):
+        return tuple(raw)
+    if text is not None:
+        return tuple(part.strip() for part in text.split(",") if part.strip())
+    return _NO
+
+
+#: How a setting of each annotated type reads a value from a file, the environment or code.
+_COERCERS: list[tuple[Any, Callable[[Any, str | None, str], Any]]] = [
+    (bool, _to_bool), (int, _to_int), (float, _to_float), (int | None, _to_optional_int),
+    (str, _to_str), (str | None, _to_optional_str), (timedelta, _to_timedelta),
+    (tuple[str, ...], _to_strings),
+]
+
+
 def _coerce(raw: Any, hint: Any, name: str) -> Any:
+    """``raw`` (from a file, the environment or code) as a value of type ``hint``, or a
+    ``ConfigError`` naming the setting."""
     text = raw.strip() if isinstance(raw, str) else None
-    if hint is bool:
-        if isinstance(raw, bool):
-            return raw
-        if text is not None and text.lower() in {"1", "true", "yes", "on"}:
-            return True
-        if text is not None and text.lower() in {"0", "false", "no", "off"}:
-            return False
-    elif hint is int:
-        if isinstance(raw, int) and not isinstance(raw, bool):
-            return _int64(raw, name)
-        if text is not None and _INT_TEXT.fullmatch(text):
-            return _int64(int(text), name)
-    elif hint is float:
-        if isinstance(raw, int | float) and not isinstance(raw, bool):
-            return float(raw)
-        if text is not None:
-            try:
-                return float(text)
-            except ValueError:
-                pass
-    elif hint == int | None:
-        if raw is None:
-            return None
-        if isinstance(raw, int) and not isinstance(raw, bool):
-            return _int64(raw, name)
-        if text is not None and text.lower() in {"", "none", "null"}:
-            return None
-        if text is not None and _INT_TEXT.fullmatch(text):
-            return _int64(int(text), name)
-    elif hint is str:
-        if isinstance(raw, str):
-            return raw
-    elif hint == str | None:
-        if raw is None or isinstance(raw, str):
-            return raw or None
-    elif hint is timedelta:
-        if isinstance(raw, timedelta):
-            return raw
-        if isinstance(raw, int | float) and not isinstance(raw, bool):
-            return _seconds(raw, name, repr(raw))
-        if text is not None:
-            return parse_duration(text, name)
-    elif hint == tuple[str, ...]:
-        if isinstance(raw, list | tuple) and all(isinstance(x, str) for x in raw):
-            return tuple(raw)
-        if text is not None:
-            return tuple(part.strip() for part in text.split(",") if part.strip())
+    for kind, coerce in _COERCERS:
+        if hint == kind:
+            value = coerce(raw, text, name)
+            if value is not _NO:
+                return value
+            break
     raise ConfigError(f"{name}: cannot use {raw!r} as {getattr(hint, '__name__', hint)}")
 
 
