@@ -1,7 +1,7 @@
 """Append throughput on SQLite: chatkeep beside the OpenAI Agents SDK's ``SQLiteSession``.
 
     pip install -e ".[bench]"      # the SDK, for this benchmark only
-    python bench/append.py [--appends 3000] [--block 25] [--dir DIR] [--markdown]
+    python bench/append.py [--appends 6000] [--block 25] [--dir DIR] [--index-variants]
 
 Both stores write one user message per transaction to one session in a SQLite file in
 WAL mode, on the same disk, at matched durability: ``synchronous=FULL`` (every commit
@@ -12,7 +12,17 @@ machine hits all of them alike; each rate is total appends over total time, and 
 ratio is against the SDK at the same level, within this run.
 
 The SDK is used as documented: ``await session.add_items([item])`` (its writes run on a
-worker thread; that cost is part of its API). Before the timed run, one untimed block
+worker thread; that cost is part of its API). chatkeep runs twice at each level: the sync
+API, and the async API (``AsyncChatkeep``, whose SQLite writes also cross to a thread:
+aiosqlite's), each against the SDK at the same level. ``--index-variants`` adds chatkeep
+at each level with the two ``last_message_at`` indexes of ``chat_sessions`` dropped, to
+show what rewriting them on every append costs.
+
+Each row gives p50 and p99 of one append beside the rate. On a partly idle VM, a thread
+that issues back-to-back fsyncs often waits for the next kernel timer tick, so a median
+can sit at exactly one tick (4 ms at Debian's 250 Hz) in one run and well under it in
+the next: a p50 within 3 % of a whole number of ticks is flagged ``(at the tick)``, and
+such a row measures the machine's timer more than the store. Before the timed run, one untimed block
 per store measures what an append costs the database: statements sent to SQLite and WAL
 frames (4 KiB pages) written per append. The output is Markdown (``--markdown`` is
 accepted, so ``bench/report.py`` calls every bench alike).
@@ -34,6 +44,7 @@ from typing import Any
 from sqlalchemy import event
 
 from chatkeep import Chatkeep, Ref
+from chatkeep.aio import AsyncChatkeep
 
 try:
     from agents.memory import SQLiteSession
@@ -136,6 +147,70 @@ def chatkeep_store(directory: Path, synchronous: str) -> Store:
                  lambda: counted[0])
 
 
+#: The indexes of ``chat_sessions`` that every append rewrites (``last_message_at``).
+SESSION_TIME_INDEXES = ("ix_chat_sessions_tenant_recent", "ix_chat_sessions_undistilled")
+
+
+def without_session_time_indexes(path: Path) -> None:
+    """Drop the two ``last_message_at`` indexes from a chatkeep file (a variant only)."""
+    with sqlite3.connect(path) as conn:
+        for name in SESSION_TIME_INDEXES:
+            conn.execute(f"DROP INDEX IF EXISTS {name}")
+
+
+def chatkeep_variant(directory: Path, synchronous: str) -> Store:
+    """chatkeep (sync API) at ``synchronous`` without the session time indexes."""
+    store = chatkeep_store(directory / "no-index", synchronous)
+    without_session_time_indexes(store.path)
+    store.name = f"chatkeep, no time indexes ({synchronous})"
+    return store
+
+
+async def async_chatkeep_store(directory: Path, synchronous: str) -> Store:
+    """chatkeep's async API (aiosqlite) on a fresh file at ``synchronous``."""
+    path = directory / f"chatkeep-async-{synchronous.lower()}.db"
+    keep = AsyncChatkeep(f"sqlite:///{path}", dispatcher="inline",
+                         config={"store": {"sqlite_synchronous": synchronous}})
+    counted = [0]
+
+    @event.listens_for(keep.engine.sync_engine, "connect")
+    def _trace(dbapi_connection: Any, _record: Any) -> None:
+        def count(_sql: str) -> None:
+            counted[0] += 1
+
+        raw = getattr(dbapi_connection, "driver_connection", dbapi_connection)
+        inner = getattr(raw, "_conn", None)  # aiosqlite's sqlite3 connection
+        if isinstance(inner, sqlite3.Connection):
+            inner.set_trace_callback(count)
+
+    session = await keep.sessions.create(Ref("organization", 1), Ref("user", 1))
+    await session.add_user("warm-up")
+    return Store(f"chatkeep async ({synchronous})", path, session.add_user, True,
+                 lambda: counted[0])
+
+
+TICK_MS = 4.0
+"""Debian's kernel timer tick (CONFIG_HZ=250), unless /boot/config-* says otherwise."""
+
+
+def kernel_tick_ms() -> float:
+    """The kernel's timer tick in milliseconds, from its build config when readable."""
+    try:
+        config = Path(f"/boot/config-{platform.release()}").read_text()
+    except OSError:
+        return TICK_MS
+    for line in config.splitlines():
+        if line.startswith("CONFIG_HZ="):
+            return 1000 / int(line.split("=", 1)[1])
+    return TICK_MS
+
+
+def at_the_tick(p50_ms: float, tick_ms: float) -> bool:
+    """Whether a median sits on a whole number of timer ticks (within 3 % of one)."""
+    ticks = round(p50_ms / tick_ms)
+    return ticks >= 1 and abs(p50_ms - ticks * tick_ms) <= 0.03 * tick_ms
+
+
 def sdk_store(directory: Path, synchronous: str) -> Store:
     """The Agents SDK's ``SQLiteSession`` on a fresh file (WAL) at ``synchronous``."""
     path = directory / f"agents-sdk-{synchronous.lower()}.db"
@@ -150,46 +225,62 @@ def sdk_store(directory: Path, synchronous: str) -> Store:
                  lambda: int(kind.statements))
 
 
-async def run(directory: Path, appends: int, block: int) -> None:
+async def run(directory: Path, appends: int, block: int, index_variants: bool) -> None:
     """Probe, then time the stores in alternating blocks and print the table."""
-    stores = [chatkeep_store(directory, "FULL"), sdk_store(directory, "FULL"),
-              chatkeep_store(directory, "NORMAL"), sdk_store(directory, "NORMAL")]
-    for store in stores[1::2]:
-        await store.append("warm-up")
+    (directory / "no-index").mkdir(exist_ok=True)
+    levels: dict[str, list[Store]] = {}
+    for level in ("FULL", "NORMAL"):
+        sdk = sdk_store(directory, level)
+        await sdk.append("warm-up")
+        levels[level] = [sdk, chatkeep_store(directory, level),
+                         await async_chatkeep_store(directory, level)]
+        if index_variants:
+            levels[level].append(chatkeep_variant(directory, level))
+    stores = [store for group in levels.values() for store in group]
     probes = {s.name: await s.probe(100) for s in stores}
     for start in range(0, appends, block):
         for store in stores:
             await store.block(min(block, appends - start), start)
+    tick = kernel_tick_ms()
     print(f"{appends} appends per store, one message per transaction, blocks of {block}; "
           f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
-          f"{platform.machine()}\n")
+          f"{platform.machine()}; kernel tick {tick:g} ms\n")
     print("| store | appends/s | vs SDK, same level | p50 append | p99 append | "
           "statements/append | WAL pages/append |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for index, store in enumerate(stores):
-        statements, frames = probes[store.name]
-        sdk = stores[index | 1].rate
-        print(f"| {store.name} | {store.rate:,.0f} | {store.rate / sdk:.2f}x | "
-              f"{store.percentile(0.5):.2f} ms | {store.percentile(0.99):.2f} ms | "
-              f"{statements:.1f} | {frames:.1f} |")
+    for group in levels.values():
+        sdk_rate = group[0].rate
+        for store in group:
+            statements, frames = probes[store.name]
+            p50 = store.percentile(0.5)
+            flag = " (at the tick)" if at_the_tick(p50, tick) else ""
+            print(f"| {store.name} | {store.rate:,.0f} | {store.rate / sdk_rate:.2f}x | "
+                  f"{p50:.2f} ms{flag} | {store.percentile(0.99):.2f} ms | "
+                  f"{statements:.1f} | {frames:.1f} |")
+    if any(at_the_tick(s.percentile(0.5), tick) for s in stores):
+        print(f"\nA p50 marked (at the tick) sits on a whole number of {tick:g} ms kernel "
+              "ticks: its fsyncs waited for the timer, so that row says more about the "
+              "machine's state than about the store; rerun, or compare at NORMAL.")
 
 
 def main() -> None:
     """Parse the arguments and run in a temporary folder (or ``--dir``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--appends", type=int, default=3000)
+    parser.add_argument("--appends", type=int, default=6000)
     parser.add_argument("--block", type=int, default=25)
     parser.add_argument("--dir", type=Path, default=None,
                         help="folder for the database files (default: a temporary one)")
+    parser.add_argument("--index-variants", action="store_true",
+                        help="also chatkeep without the two last_message_at indexes")
     parser.add_argument("--markdown", action="store_true",
                         help="Markdown output (it is already; for bench/report.py)")
     args = parser.parse_args()
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)
-        asyncio.run(run(args.dir, args.appends, args.block))
+        asyncio.run(run(args.dir, args.appends, args.block, args.index_variants))
         return
     with tempfile.TemporaryDirectory(prefix="chatkeep-append-") as tmp:
-        asyncio.run(run(Path(tmp), args.appends, args.block))
+        asyncio.run(run(Path(tmp), args.appends, args.block, args.index_variants))
 
 
 if __name__ == "__main__":
