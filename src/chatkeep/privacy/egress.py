@@ -12,9 +12,19 @@ two places, always in this order:
   recorded). Detection runs over the whole body *first*, so a value first seen late in a
   request is redacted early in it too; then every raw span is replaced.
 
-Fields a provider signs are never altered: ``encrypted_content`` and ``signature`` go out
-byte-identical, and a signed block whose visible text holds a detected value (Anthropic
-``thinking``) is withheld whole rather than sent (see :data:`WITHHELD_NOTE`).
+Blocks a provider signs are recognised by where the wire formats put them, never by a key
+name alone (a tool's structured result may well have a ``signature`` field holding a name):
+the body's message list is its top-level list, or the list under ``messages`` or
+``input``; in it, a Responses ``reasoning`` item's ``encrypted_content`` goes out
+byte-identical, and in an assistant message's ``content`` list an Anthropic
+``redacted_thinking`` block goes out whole and a ``thinking`` block's ``signature``
+byte-identical. A signed block whose visible text would change (a detected value in a
+thought) is withheld whole rather than sent (see :data:`WITHHELD_NOTE`); a reasoning
+item's summary is not signed and is redacted. A message's ``role`` and a block's or
+item's ``type`` are the formats' vocabulary and go out as they are, but only there:
+anywhere else (tool arguments, structured results, metadata) every key and string is
+user data. A framework whose body has a shape of its own marks its signed parts with
+:class:`Signed`.
 
 New placeholders live in memory until :meth:`SessionEgress.flush` stores the vault with
 compare-and-set: callers flush before anything leaves, so every placeholder a model sees
@@ -29,8 +39,11 @@ around it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Protocol, TypeVar
 
 from chatkeep.errors import PrivacyError
@@ -39,17 +52,28 @@ from chatkeep.privacy.detector import resolve_overlaps
 from chatkeep.privacy.redactor import Redactor
 from chatkeep.privacy.vault import PlaceholderVault
 
-__all__ = ["OPEN", "Egress", "OpenEgress", "SessionEgress", "bound", "current", "map_strings",
-           "outgoing"]
+__all__ = ["OPEN", "Egress", "OpenEgress", "SessionEgress", "Signed", "bound", "current",
+           "map_strings", "outgoing"]
 
 T = TypeVar("T")
 
-#: Keys whose values a provider signs or encrypts: sent exactly as received.
-SIGNED_KEYS = frozenset({"encrypted_content", "signature"})
-#: Block types that are wholly provider-encrypted (no visible text): sent as received.
+#: Keys of a request body holding its message list (Chat and Anthropic ``messages``,
+#: Responses and the Agents SDK ``input``).
+MESSAGE_LISTS = frozenset({"messages", "input"})
+#: Block types of an assistant message's ``content`` list that are wholly provider-encrypted
+#: (no visible text): sent as received.
 OPAQUE_BLOCKS = frozenset({"redacted_thinking"})
-#: Keys whose values are a closed vocabulary of the wire formats, never personal data.
-STRUCTURAL_KEYS = frozenset({"type", "role"})
+#: Signed block types of an assistant message's ``content`` list, and the field that
+#: carries the signature (sent as received; the block's other text must not change).
+SIGNED_BLOCKS = {"thinking": "signature"}
+#: Signed item types of a message list, and the field that carries the encrypted payload
+#: (sent as received; the item's other text must not change, but for its ``summary``).
+SIGNED_ITEMS = {"reasoning": "encrypted_content"}
+#: Fields of a signed item that the provider does not sign (redacted like any text).
+UNSIGNED_FIELDS = frozenset({"summary"})
+#: What a ``role`` or ``type`` of the wire formats looks like: a value of another shape at
+#: those positions is user data after all, and redacted.
+_VOCABULARY = re.compile(r"[a-z][a-z0-9_]{0,63}")
 #: Why a signed block may be missing from a history (logged and documented): its visible
 #: text holds a detected value, it cannot be redacted without breaking the signature, and
 #: sending it would let the value out. With Anthropic extended thinking enabled, the
@@ -107,6 +131,16 @@ class OpenEgress:
 #: The shared open egress (it holds no state).
 OPEN = OpenEgress()
 
+
+@dataclass(frozen=True, slots=True)
+class Signed:
+    """A part a provider signed, in a body of a framework's own shape (which the egress
+    cannot read by wire position): ``value`` holds its visible text only. ``scrub`` hands
+    the marker back as it is, or, when that text would change, withholds it: it is left
+    out of the list or object holding it (counted in ``withheld``)."""
+
+    value: Any
+
 #: Stores a sealed vault if the stored version is still ``version`` (compare-and-set).
 StoreVault = Callable[[int, PlaceholderVault], bool]
 #: Reads the stored vault and its version.
@@ -162,7 +196,9 @@ class SessionEgress:
             return done
 
         result = _rebuild(payload, replace, self)
-        return payload if result is _DROP else result
+        if result is _DROP:  # the payload itself was a signed part that would change
+            raise PrivacyError(f"a signed part cannot be sent: {WITHHELD_NOTE}")
+        return result  # type: ignore[no-any-return]
 
     def _detect(self, text: str, context: str | None = None) -> list[Span]:
         """Pass one: what the detector finds in ``text`` (read with ``context``, if any)
@@ -211,57 +247,123 @@ class SessionEgress:
         return False
 
 
-def _opaque(block: dict[Any, Any]) -> bool:
+class _At(Enum):
+    """Where a value sits in a request body, as far as the wire formats say."""
+
+    DATA = "data"  # user data: every key and string redacted
+    BODY = "body"  # the payload itself
+    ITEMS = "items"  # a message list
+    ITEM = "item"  # a message or Responses item
+    BLOCKS = "blocks"  # a content list (or tool calls, summary, annotations)
+    ASSISTANT_BLOCKS = "assistant_blocks"  # an assistant message's content list
+    BLOCK = "block"
+    ASSISTANT_BLOCK = "assistant_block"
+
+
+#: Where a list's elements sit, by where the list sits.
+_ELEMENTS = {_At.BODY: _At.ITEM, _At.ITEMS: _At.ITEM, _At.BLOCKS: _At.BLOCK,
+             _At.ASSISTANT_BLOCKS: _At.ASSISTANT_BLOCK}
+#: Keys of an item or block holding a list of blocks.
+_BLOCK_LISTS = frozenset({"content", "tool_calls", "output", "summary", "annotations"})
+#: A field sent exactly as received (signed, encrypted, or the formats' vocabulary).
+_RAW = None
+
+
+def _element(where: _At, item: Any) -> _At:
+    """Where an element of a list at ``where`` sits."""
+    return _ELEMENTS.get(where, _At.DATA) if isinstance(item, dict) else _At.DATA
+
+
+def _field(where: _At, parent: Mapping[Any, Any], key: Any, item: Any) -> _At | None:
+    """Where ``parent[key]`` sits (``parent`` at ``where``); ``None``: sent as received."""
+    if where is _At.DATA:
+        return _At.DATA
+    if where is _At.BODY:
+        return _At.ITEMS if key in MESSAGE_LISTS and isinstance(item, list | tuple) else (
+            _At.BLOCKS if key == "system" and isinstance(item, list | tuple) else _At.DATA)
+    if key == "type" or (key == "role" and where is _At.ITEM):
+        if isinstance(item, str) and _VOCABULARY.fullmatch(item):
+            return _RAW
+        return _At.DATA
+    kind = str(parent.get("type"))
+    if where is _At.ITEM and key == SIGNED_ITEMS.get(kind):
+        return _RAW
+    if where is _At.ASSISTANT_BLOCK and key == SIGNED_BLOCKS.get(kind):
+        return _RAW
+    if key in _BLOCK_LISTS and isinstance(item, list | tuple):
+        if where is _At.ITEM and key == "content" and parent.get("role") == "assistant":
+            return _At.ASSISTANT_BLOCKS
+        return _At.BLOCKS
+    return _At.DATA
+
+
+def _signed(where: _At, value: Mapping[Any, Any]) -> bool:
+    """A block whose visible text the provider signed (it must not change)."""
+    kind = value.get("type")
+    if where is _At.ITEM:
+        return kind in SIGNED_ITEMS and SIGNED_ITEMS[kind] in value
+    return where is _At.ASSISTANT_BLOCK and kind in SIGNED_BLOCKS and \
+        SIGNED_BLOCKS[kind] in value
+
+
+def _opaque(where: _At, value: Mapping[Any, Any]) -> bool:
     """A wholly provider-encrypted block: sent as received."""
-    return block.get("type") in OPAQUE_BLOCKS
+    return where is _At.ASSISTANT_BLOCK and value.get("type") in OPAQUE_BLOCKS
 
 
-def _as_received(key: Any, item: Any) -> bool:
-    """A field sent exactly as received: signed or encrypted, or a format's vocabulary."""
-    return key in SIGNED_KEYS or (key in STRUCTURAL_KEYS and isinstance(item, str))
-
-
-def _strings(value: Any) -> Iterator[str]:
+def _strings(value: Any, where: _At = _At.BODY) -> Iterator[str]:
     """Every string of a JSON-like value that ``_rebuild`` may rewrite, keys included."""
     if isinstance(value, str):
         yield value
+    elif isinstance(value, Signed):
+        yield from _strings(value.value, _At.DATA)
     elif isinstance(value, dict):
-        if _opaque(value):
+        if _opaque(where, value):
             return
         for key, item in value.items():
             if isinstance(key, str):
                 yield key
-            if not _as_received(key, item):
-                yield from _strings(item)
+            at = _field(where, value, key, item)
+            if at is not _RAW:
+                yield from _strings(item, at)
     elif isinstance(value, list | tuple):
         for item in value:
-            yield from _strings(item)
+            yield from _strings(item, _element(where, item))
 
 
-def _rebuild(value: Any, replace: Callable[[str], str], egress: SessionEgress) -> Any:
+def _rebuild(value: Any, replace: Callable[[str], str], egress: SessionEgress,
+             where: _At = _At.BODY) -> Any:
     """``value`` with every string rewritten by ``replace``; signed fields as they are; a
-    signed block whose text would change is dropped (``_DROP``)."""
+    signed block whose text would change is withheld (``_DROP``: its list or object leaves
+    it out, so the sentinel never stays in a body)."""
     if isinstance(value, str):
         return replace(value)
+    if isinstance(value, Signed):
+        if _rebuild(value.value, replace, egress, _At.DATA) != value.value:
+            egress.withheld += 1
+            return _DROP
+        return value
     if isinstance(value, dict):
-        if _opaque(value):
+        if _opaque(where, value):
             return value
-        signed = any(key in SIGNED_KEYS for key in value)
+        signed = _signed(where, value)
         out: dict[Any, Any] = {}
         for key, item in value.items():
-            if _as_received(key, item):
+            at = _field(where, value, key, item)
+            if at is _RAW:
                 out[key] = item
                 continue
-            new = _rebuild(item, replace, egress)
-            if signed and key != "summary" and new != item:
+            new = _rebuild(item, replace, egress, at)
+            new_key = replace(key) if isinstance(key, str) else key
+            if signed and (new != item or new_key != key) and key not in UNSIGNED_FIELDS:
                 # A signed block's visible text cannot change: withhold the block.
-                # (A Responses reasoning item's summary is not signed: it is redacted.)
                 egress.withheld += 1
                 return _DROP
-            out[replace(key) if isinstance(key, str) else key] = new
+            if new is not _DROP:
+                out[new_key] = new
         return out
     if isinstance(value, list | tuple):
-        items = [_rebuild(item, replace, egress) for item in value]
+        items = [_rebuild(item, replace, egress, _element(where, item)) for item in value]
         return [item for item in items if item is not _DROP]
     return value
 

@@ -1,30 +1,46 @@
 """A model request's text, through one egress body. No I/O: the caller passes the scrub.
 
-Every text a Pydantic AI request carries to the model (the instructions, and in each
+Every string a Pydantic AI request carries to the model (the instructions, and in each
 message the system and user prompts, tool results and retry feedback, the model's text,
 thinking and tool arguments, summaries, provider tools' arguments and results,
-instruction records and deltas, speech transcripts) is
-gathered into one JSON body, scrubbed in one pass by the session's egress (so a value
-detected anywhere in the request is redacted everywhere in it), and put back into copies
-of the messages: the run's own messages are never changed.
+instruction records and deltas, speech transcripts, and each file's URL, name, vendor
+options and, for a text-like file, its text) is gathered into one JSON body, scrubbed in
+one pass by the session's egress (so a value detected anywhere in the request is
+redacted everywhere in it), and put back into copies of the messages: the run's own
+messages are never changed.
+
+Files, in user prompts, tool results and model output alike:
+
+* a text-like file (``text/*``, JSON, XML, YAML, TOML: what the model adapters inline as
+  text) is scrubbed as text and goes out as a ``BinaryContent`` of its scrubbed text. One
+  given by URL is read from ``files`` (the caller downloads it first: :mod:`._files`);
+  until then it is *unread* and goes out as a note, never as a URL the adapter would
+  download and inline unscrubbed;
+* a file URL holding a detected value goes out as a note with the scrubbed URL instead of
+  the file (a URL with a placeholder in it names no file, and the request stays valid);
+* the bytes of an image, audio, video or PDF cannot be redacted: they are sent as they are.
 
 A signed part (thinking with a signature, a provider's compaction) cannot change without
-breaking its signature: when its text would change it is withheld, as the egress does for
-every signed block. Binary content (files, audio) is sent as it is.
+breaking its signature: when its text would change it is withheld.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pydantic_core
+from pydantic_ai._utils import is_text_like_media_type  # what the model adapters inline
 from pydantic_ai.messages import (
     BaseToolCallPart,
     BaseToolReturnPart,
+    BinaryContent,
     CompactionPart,
+    FilePart,
+    FileUrl,
     InstructionBaselinePart,
     InstructionDeltaPart,
     InstructionPart,
@@ -37,13 +53,11 @@ from pydantic_ai.messages import (
     TextContent,
     TextPart,
     ThinkingPart,
+    UploadedFile,
     UserPromptPart,
 )
 
 Scrub = Callable[[Any], Any]
-
-#: A key the egress treats as signed: a slot holding it is dropped whole if its text changes.
-_SIGNED = "signature"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -53,12 +67,16 @@ class Scrubbed:
     messages: list[ModelMessage]
     instructions: list[str]
     withheld: int
+    unread: list[FileUrl]
+    """Text-like files given by URL that ``files`` did not hold (sent as a note)."""
 
 
 def scrub_request(messages: Sequence[ModelMessage], instructions: Sequence[str],
-                  scrub: Scrub) -> Scrubbed:
-    """``messages`` and ``instructions`` with every text scrubbed in one body."""
-    slots = [[_slot(part) for part in message.parts] for message in messages]
+                  scrub: Scrub, files: Mapping[str, str] | None = None) -> Scrubbed:
+    """``messages`` and ``instructions`` with every string scrubbed in one body.
+    ``files``: the text of text-like files given by URL, by URL."""
+    reader = _Files(files or {})
+    slots = [[_slot(part, reader) for part in message.parts] for message in messages]
     body = {"instructions": list(instructions),
             "messages": [{"instructions": _instructions(message), "parts": parts}
                          for message, parts in zip(messages, slots, strict=True)]}
@@ -69,13 +87,15 @@ def scrub_request(messages: Sequence[ModelMessage], instructions: Sequence[str],
         parts: list[Any] = []
         changed = False
         for part, old, new in zip(message.parts, before, after["parts"], strict=True):
-            if old and not new:
-                withheld += 1  # a signed part whose text would change
+            if old is None or (new == old and not reader.replaces(part)):
+                parts.append(part)
+                continue
+            if _signed(part):
+                withheld += 1  # its text would change: the signature would no longer match
                 changed = True
                 continue
-            rebuilt = _apply(part, old[0], new[0]) if old and new != old else part
-            changed = changed or rebuilt is not part
-            parts.append(rebuilt)
+            parts.append(_apply(part, new, reader))
+            changed = True
         text = after["instructions"]
         if isinstance(message, ModelRequest):
             if changed or text != message.instructions:
@@ -83,58 +103,164 @@ def scrub_request(messages: Sequence[ModelMessage], instructions: Sequence[str],
         elif changed:
             message = dataclasses.replace(message, parts=parts)
         result.append(message)
-    return Scrubbed(result, list(out["instructions"]), withheld)
+    return Scrubbed(result, list(out["instructions"]), withheld, reader.unread)
 
 
 def _instructions(message: ModelMessage) -> str | None:
     return message.instructions if isinstance(message, ModelRequest) else None
 
 
-def _slot(part: Any) -> list[dict[str, Any]]:
-    """The texts of ``part`` that go to the model, as a one-item list (empty: none). A
-    signed part's slot holds ``signature``, so the egress drops it whole on a change."""
-    if isinstance(part, SystemPromptPart | TextPart):
-        return [{"content": part.content}]
-    if isinstance(part, UserPromptPart):
-        if isinstance(part.content, str):
-            return [{"content": part.content}]
-        return [{"content": [_user_item(item) for item in part.content]}]
+def _signed(part: Any) -> bool:
     if isinstance(part, ThinkingPart):
-        slot: dict[str, Any] = {"content": part.content}
-        if part.signature or part.id or part.provider_details:
-            slot[_SIGNED] = part.signature or ""
-        return [slot]
+        return bool(part.signature or part.id or part.provider_details)
     if isinstance(part, CompactionPart):
-        if part.content is None:
-            return []
-        slot = {"content": part.content}
-        if part.provider_name or part.id or part.provider_details:
-            slot[_SIGNED] = ""
-        return [slot]
+        return bool(part.provider_name or part.id or part.provider_details)
+    return False
+
+
+def _slot(part: Any, files: _Files) -> Any:
+    """The strings of ``part`` that go to the model, as JSON (``None``: none)."""
+    if isinstance(part, SystemPromptPart | TextPart | ThinkingPart):
+        return {"text": part.content}
+    if isinstance(part, CompactionPart):
+        return {"text": part.content} if part.content is not None else None
+    if isinstance(part, UserPromptPart):
+        return {"content": _content(part.content, files)}
     if isinstance(part, BaseToolCallPart):
-        return [{"args": _arguments(part.args)}]
+        return {"args": _arguments(part.args)}
     if isinstance(part, BaseToolReturnPart):
-        if part.files:
-            return []
-        return [{"content": _json(part.content)}]
+        return {"content": _content(part.content, files)}
     if isinstance(part, RetryFeedbackPart | RetryPromptPart):
-        return [{"content": _json(part.content)}]
+        return {"json": _json(part.content)}
+    if isinstance(part, FilePart):
+        return {"content": _content(part.content, files)}
     if isinstance(part, InstructionDeltaPart):
-        return [{"content": part.content}] if part.content is not None else []
+        return {"text": part.content} if part.content is not None else None
     if isinstance(part, InstructionBaselinePart):
-        return [{"instructions": [item.content if isinstance(item, InstructionPart) else None
-                                  for item in part.instructions]}]
+        return {"instructions": [item.content if isinstance(item, InstructionPart) else None
+                                 for item in part.instructions]}
     if isinstance(part, SpeechPart):
-        return [{"transcript": part.transcript}] if part.transcript is not None else []
-    return []
-
-
-def _user_item(item: Any) -> str | None:
-    if isinstance(item, str):
-        return item
-    if isinstance(item, TextContent):
-        return item.content
+        return {"text": part.transcript} if part.transcript is not None else None
     return None
+
+
+def _apply(part: Any, new: Any, files: _Files) -> Any:
+    """``part`` carrying the scrubbed strings of its slot."""
+    if isinstance(part, SpeechPart):
+        return dataclasses.replace(part, transcript=new["text"])
+    if isinstance(part, SystemPromptPart | TextPart | ThinkingPart | CompactionPart
+                  | InstructionDeltaPart):
+        return dataclasses.replace(part, content=new["text"])
+    if isinstance(part, UserPromptPart | BaseToolReturnPart | FilePart):
+        return dataclasses.replace(part, content=_rebuilt(part.content, new["content"], files))
+    if isinstance(part, RetryFeedbackPart | RetryPromptPart):
+        return dataclasses.replace(part, content=new["json"])
+    if isinstance(part, InstructionBaselinePart):
+        return dataclasses.replace(part, instructions=[
+            dataclasses.replace(item, content=text) if isinstance(item, InstructionPart)
+            and isinstance(text, str) else item
+            for item, text in zip(part.instructions, new["instructions"], strict=True)])
+    args = new["args"]
+    if "json" in args:
+        return dataclasses.replace(part, args=json.dumps(args["json"], ensure_ascii=False))
+    return dataclasses.replace(part, args=args["text"] if "text" in args else args["value"])
+
+
+# -- content: text, JSON values and files, alone or in a list --------------------------------
+
+
+def _is_file(value: Any) -> bool:
+    return isinstance(value, FileUrl | BinaryContent | UploadedFile)
+
+
+def _content(value: Any, files: _Files) -> Any:
+    """A part's content as JSON: its text, its JSON value, its files' strings."""
+    if isinstance(value, str):
+        return {"text": value}
+    if isinstance(value, TextContent):
+        return {"text": value.content}
+    if _is_file(value):
+        return {"file": files.slot(value)}
+    if isinstance(value, list | tuple) and any(
+            _is_file(item) or isinstance(item, TextContent) for item in value):
+        return {"items": [_content(item, files) for item in value]}
+    return {"json": _json(value)}
+
+
+def _rebuilt(value: Any, new: Any, files: _Files) -> Any:
+    """``value`` carrying the scrubbed strings of ``new`` (see :func:`_content`)."""
+    if "items" in new:
+        return [_rebuilt(item, slot, files) for item, slot
+                in zip(value, new["items"], strict=True)]
+    if "file" in new:
+        return files.rebuilt(value, new["file"])
+    if isinstance(value, TextContent):
+        return dataclasses.replace(value, content=new["text"])
+    return new["text"] if "text" in new else new["json"]
+
+
+class _Files:
+    """The strings of the files a request carries, and the files rebuilt from them."""
+
+    def __init__(self, texts: Mapping[str, str]) -> None:
+        self.texts = texts
+        self.unread: list[FileUrl] = []
+        self._seen: set[str] = set()
+
+    def text_of(self, item: Any) -> str | None:
+        """The text of a text-like file (``None``: not text-like, or not read yet)."""
+        if not is_text_like_media_type(_media_type(item)):
+            return None
+        if isinstance(item, BinaryContent):
+            return item.data.decode("utf-8", "replace")
+        text = self.texts.get(item.url)
+        if text is None and item.url not in self._seen:
+            self._seen.add(item.url)
+            self.unread.append(item)
+        return text
+
+    def slot(self, item: Any) -> dict[str, Any]:
+        slot: dict[str, Any] = {"identifier": item.identifier,
+                                "vendor": _json(item.vendor_metadata)}
+        if isinstance(item, FileUrl):
+            slot["url"] = item.url
+        text = self.text_of(item)
+        if text is not None:
+            slot["text"] = text
+        return slot
+
+    def replaces(self, part: Any) -> bool:
+        """Whether ``part`` holds a file that never goes out as it is: a text-like file
+        given by URL (read here, or unread)."""
+        content = getattr(part, "content", None)
+        items = content if isinstance(content, list | tuple) else [content]
+        return any(isinstance(item, FileUrl) and is_text_like_media_type(_media_type(item))
+                   for item in items)
+
+    def rebuilt(self, item: Any, new: dict[str, Any]) -> Any:
+        vendor = new["vendor"] if isinstance(new["vendor"], dict) else item.vendor_metadata
+        text_like = is_text_like_media_type(_media_type(item))
+        if isinstance(item, FileUrl) and (new["url"] != item.url or (
+                text_like and "text" not in new)):
+            what = "unread" if "text" not in new and new["url"] == item.url else "withheld"
+            return f"[{getattr(item, 'kind', 'file')} {what}: {new['url']}]"
+        if text_like and "text" in new:
+            return BinaryContent(new["text"].encode("utf-8"), media_type=_media_type(item),
+                                 identifier=new["identifier"], vendor_metadata=vendor)
+        if new["identifier"] == item.identifier and vendor == item.vendor_metadata:
+            return item
+        rebuilt = copy.copy(item)  # the bytes, URL and type as they are; its strings scrubbed
+        object.__setattr__(rebuilt, "_identifier", new["identifier"])
+        object.__setattr__(rebuilt, "vendor_metadata", vendor)
+        return rebuilt
+
+
+def _media_type(item: Any) -> str:
+    try:
+        media_type = item.media_type
+    except ValueError:  # a URL whose type cannot be inferred
+        return ""
+    return media_type if isinstance(media_type, str) else ""
 
 
 def _arguments(args: Any) -> Any:
@@ -149,34 +275,3 @@ def _arguments(args: Any) -> Any:
 
 def _json(value: Any) -> Any:
     return pydantic_core.to_jsonable_python(value, fallback=str)
-
-
-def _apply(part: Any, old: dict[str, Any], new: dict[str, Any]) -> Any:
-    """``part`` carrying the scrubbed texts of its slot."""
-    if isinstance(part, UserPromptPart) and not isinstance(part.content, str):
-        items = [_scrubbed_item(item, text) for item, text
-                 in zip(part.content, new["content"], strict=True)]
-        return dataclasses.replace(part, content=items)
-    if isinstance(part, InstructionBaselinePart):
-        return dataclasses.replace(part, instructions=[
-            dataclasses.replace(item, content=text) if isinstance(item, InstructionPart)
-            and isinstance(text, str) else item
-            for item, text in zip(part.instructions, new["instructions"], strict=True)])
-    if isinstance(part, SpeechPart):
-        return dataclasses.replace(part, transcript=new["transcript"])
-    if isinstance(part, BaseToolCallPart):
-        args = new["args"]
-        if "json" in args:
-            return dataclasses.replace(part, args=json.dumps(args["json"], ensure_ascii=False))
-        return dataclasses.replace(part, args=args["text"] if "text" in args else args["value"])
-    if old["content"] == new["content"]:
-        return part
-    return dataclasses.replace(part, content=new["content"])
-
-
-def _scrubbed_item(item: Any, text: str | None) -> Any:
-    if text is None:
-        return item
-    if isinstance(item, TextContent):
-        return dataclasses.replace(item, content=text)
-    return text
