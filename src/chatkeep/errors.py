@@ -25,6 +25,9 @@ working::
     └── StoreError                        the database refused, or cannot be reached
         └── ConnectionLost                the connection died mid-call (a restart)
 """
+    ├── InvalidDump (ValueError)          a dump cut short, edited, or holding rows it may not
+    │                                     create: nothing is restored
+    ├── DumpWriteError (OSError)          a dump could not be written (a full disk): no file
 
 from __future__ import annotations
 
@@ -119,3 +122,14 @@ class ConnectionLost(StoreError):
     nothing of the call was committed, and every pooled connection older than this one is
     replaced before it is used again. Reads are retried once on a fresh connection; a
     write is not (it may be retried by the caller, who knows whether it is safe)."""
+class InvalidDump(ChatkeepError, ValueError):
+    """A dump ``chatkeep import`` refuses, before it writes anything: cut short, edited
+    (its trailer's counts or digest disagree), a row the API would refuse, or a row that
+    does not belong to what the dump itself creates (another tenant's session or scope)."""
+
+
+class DumpWriteError(ChatkeepError, OSError):
+    """A dump could not be written (a full disk, a closed pipe): the file it was to
+    replace is untouched and no partial file is left behind."""
+
+

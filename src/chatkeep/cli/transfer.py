@@ -1,9 +1,10 @@
 """``chatkeep export`` and ``chatkeep import``: JSON Lines in and out.
 
-``export`` writes a lossless dump (:mod:`chatkeep.store.dump`); ``import`` restores one
-exactly, or loads a file of OpenAI-format messages into a new session. Either way the
-file is read and checked in full, then written in one transaction: a bad line (reported
-with its number) leaves nothing behind.
+``export`` writes a lossless dump (:mod:`chatkeep.store.dump`), taken in one snapshot and
+renamed into place once complete; ``import`` restores one exactly, or loads a file of
+OpenAI-format messages into a new session. Either way the file is read and checked in
+full, then written in one transaction: a bad line (reported with its number) leaves
+nothing behind.
 """
 
 from __future__ import annotations
@@ -25,14 +26,14 @@ from chatkeep.cli.common import (
     require_ref,
 )
 from chatkeep.importing import import_messages, read_jsonl
-from chatkeep.store.dump import FORMAT, dump_lines, restore_lines
+from chatkeep.store.dump import FORMAT, dump_lines, restore_file, write_dump, write_lines
 from chatkeep.store.migrate import head_revision
 
 
 def _is_dump(path: Path) -> bool:
     """Whether ``path`` starts with a dump's header line."""
     with path.open(encoding="utf-8", errors="replace") as file:
-        return f'"format":"{FORMAT}"' in file.readline(4096)
+        return f'"format":"{FORMAT.partition("/")[0]}/' in file.readline(4096)
 
 
 def export(out: Annotated[Path | None, typer.Option(
@@ -49,18 +50,12 @@ def export(out: Annotated[Path | None, typer.Option(
     with open_keep(db, existing=True) as keep:
         lines = dump_lines(keep.engine, head_revision(), tenant_ref)
         if out is None:
-            for line in lines:
-                sys.stdout.write(line)
+            write_lines(lines, sys.stdout.buffer)
             return
-        written = 0
-        with err_console.status("exporting") as status, out.open("w", encoding="utf-8",
-                                                                 newline="\n") as file:
-            for line in lines:
-                file.write(line)
-                written += 1
-                if written % 1000 == 0:
-                    status.update(f"exporting: {written:,} rows")
-        err_console.print(f"exported {written - 1:,} rows to {out}")
+        with err_console.status("exporting") as status:
+            written = write_dump(lines, out, lambda n: status.update(
+                f"exporting: {n:,} rows"))
+        err_console.print(f"exported {written - 2:,} rows to {out}")
 
 
 def import_file(file: Annotated[Path, typer.Argument(
@@ -76,24 +71,17 @@ def import_file(file: Annotated[Path, typer.Argument(
                 title: Annotated[str | None, typer.Option(
                     help="Session title.", show_default="the file's name")] = None,
                 db: DbOption = DEFAULT_DB) -> None:
-    """Restore a dump of `chatkeep export` into a database holding none of its sessions,
-    or create a session holding every message of FILE: all of it or, if any line is
-    refused, nothing (the error names the line)."""
+    """Restore a dump of `chatkeep export` into a database holding none of its sessions
+    and tenants (checked in full first: a dump cut short, edited, or holding rows it does
+    not own restores nothing), or create a session holding every message of FILE: all of
+    it or, if any line is refused, nothing (the error names the line)."""
     if _is_dump(file):
         if tenant or actor or subject or title:
             fail("a dump carries its own tenants and sessions: --tenant, --actor, "
                  "--subject and --title do not apply")
-        with open_keep(db) as keep, file.open(encoding="utf-8") as lines, \
-                err_console.status("importing") as status:
-            done = 0
-
-            def advance(count: int) -> None:
-                nonlocal done
-                done += count
-                if done % 1000 == 0:
-                    status.update(f"importing: {done:,} rows")
-
-            counts = restore_lines(keep.engine, lines, head_revision(), advance)
+        with open_keep(db) as keep, err_console.status("checking") as status:
+            counts = restore_file(keep.engine, file, head_revision(),
+                                  lambda stage, n: status.update(f"{stage}: {n:,} rows"))
         console.print("restored " + ", ".join(f"{n:,} {name}" for name, n in counts.items()))
         return
     if tenant is None:

@@ -3,133 +3,128 @@
 Every row of the sessions, messages, tool calls, usage ledger, folds and memories, column by
 column: seqs, times, metadata, retractions, the summary and its watermark, the fold and
 distillation state, and each session's placeholder vault still sealed (the key never
-leaves with it). Restored into an empty database, on either store, a dump exports again
-byte for byte. Derived data is left out and rebuilt: memory vectors (``chatkeep memories
-embed``) and the recall cache's stamps.
+leaves with it). Derived data is left out and rebuilt: memory vectors (``chatkeep memories
+embed``) and the recall cache's stamps. The lines themselves, their checks and the
+trailer are :mod:`chatkeep.store.dump_format`; what an import may create is
+:mod:`chatkeep.store.dump_checks`.
 
-Line 1 is a header ``{"format": "chatkeep.dump/1", "schema": REVISION}``; then one line
-per row, ``{"table": NAME, "row": {COLUMN: VALUE}}``, tables in dependency order and rows
-by primary key, keys sorted: the same data gives the same bytes.
+An export is one consistent cut: one read-only REPEATABLE READ transaction on PostgreSQL,
+one read transaction (a WAL snapshot) on SQLite, streamed (a server-side cursor on
+PostgreSQL), so writers carry on and memory stays flat. A file is written beside its
+target and renamed over it only when complete.
+
+An import reads the dump twice: first every line is checked (the trailer's counts and
+digest, each value, ownership) and the target database is asked whether it already
+holds any of the dump's sessions or tenants; only then are the rows written, in batches,
+in one transaction, which commits only if the second reading agrees with the first.
+Surrogate ids are the importing database's own, so a tenant moves into a database that
+holds others. Restored into an empty database, on either store, a dump exports again
+byte for byte.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import os
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Engine, Table, select, text, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Connection, Engine, Table, exists, func, literal, select, update
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from chatkeep.errors import InvalidArgument, StoreError
+from chatkeep.errors import DumpWriteError, InvalidDump, StoreError
 from chatkeep.refs import Ref
-from chatkeep.store.connections import reading, transaction
-from chatkeep.store.rows import as_utc
-from chatkeep.store.schema import (
-    chat_folds,
-    chat_messages,
-    chat_sessions,
-    chat_tool_calls,
-    chat_usage,
-    memories,
-    ref_filter,
+from chatkeep.store.connections import reading, store_error, transaction
+from chatkeep.store.dump_checks import Claims, Ownership
+from chatkeep.store.dump_format import (
+    BY_NAME,
+    FORMAT,
+    TABLES,
+    Digest,
+    decoded,
+    encoded,
+    header,
+    line,
+    parse_header,
 )
+from chatkeep.store.schema import chat_sessions, chat_usage, memories, ref_filter
 
-FORMAT = "chatkeep.dump/1"
-TABLES: tuple[Table, ...] = (chat_sessions, chat_messages, chat_tool_calls, chat_usage,
-                             chat_folds, memories)
-"""What a dump holds, parents first (a restore inserts in this order)."""
-_BY_NAME = {table.name: table for table in TABLES}
-_SERIAL = ("chat_messages", "chat_usage", "chat_folds", "memories")
-"""Tables whose integer ids a PostgreSQL sequence hands out (moved past a restore's)."""
+__all__ = ["FORMAT", "TABLES", "dump_lines", "restore_file", "restore_lines", "write_dump"]
 
-
-def header(schema: str) -> dict[str, Any]:
-    """The first line of a dump."""
-    return {"format": FORMAT, "schema": schema}
+BATCH = 1000
+"""Rows fetched per round trip on export, and inserted per ``executemany`` on import."""
+_CHUNK = 500  # ids per membership query
+Progress = Callable[[str, int], None]
+"""Told the stage ("checking", "importing") and the rows done so far, every batch."""
 
 
-def dump_lines(engine: Engine, schema: str, tenant: Ref | None = None) -> Iterator[str]:
+# -- export -----------------------------------------------------------------------------
+
+def dump_lines(engine: Engine, schema: str, tenant: Ref | None = None, *,
+               batch: int = BATCH) -> Iterator[bytes]:
     """The dump of ``engine``'s database (only ``tenant``'s rows when given), line by
-    line, each ending in a newline."""
-    yield _line(header(schema))
-    with reading(engine, block=True) as conn:
+    line as UTF-8 bytes, header first and trailer last: all of it read in one snapshot,
+    ``batch`` rows per round trip."""
+    digest = Digest()
+    first = line(header(schema, tenant))
+    digest.add(first)
+    yield first
+    with _snapshot(engine, batch) as conn:
         for table in TABLES:
-            query = select(table).order_by(*table.primary_key.columns)
-            if tenant is not None:
-                query = query.where(_of_tenant(table, tenant))
-            for row in conn.execute(query):
-                yield _line({"table": table.name, "row": _encoded(table, row._mapping)})
+            try:
+                for row in conn.execute(_query(table, tenant)):
+                    raw = line({"table": table.name, "row": _exported(table, row._mapping)})
+                    digest.add(raw, table.name)
+                    yield raw
+            except SQLAlchemyError as exc:
+                raise store_error(exc) from exc
+    yield line(digest.trailer())
 
 
-def restore_lines(engine: Engine, lines: Iterable[str], schema: str,
-                  progress: Callable[[int], None] | None = None) -> dict[str, int]:
-    """Insert a dump's rows, in one transaction: all of them or, if any is refused, none.
-    The dump must be of this schema revision, and no session it holds may exist already.
-    Returns the rows restored per table."""
-    rows = list(_parsed(lines, schema))
-    counts = {table.name: 0 for table in TABLES}
-    superseded: list[tuple[int, int]] = []
-    try:
-        with transaction(engine) as conn:
-            ids = [r["id"] for t, r in rows if t is chat_sessions]
-            if ids and conn.execute(select(chat_sessions.c.id).where(
-                    chat_sessions.c.id.in_(ids)).limit(1)).first() is not None:
-                raise InvalidArgument("the database already holds sessions of this dump; "
-                                      "restore into an empty database (chatkeep db upgrade "
-                                      "on a new one)")
-            for table, row in rows:
-                if table is memories and row.get("superseded_by") is not None:
-                    superseded.append((row["id"], row["superseded_by"]))
-                    row = {**row, "superseded_by": None}  # its successor comes later
-                conn.execute(table.insert(), row)
-                counts[table.name] += 1
-                if progress is not None:
-                    progress(1)
-            for memory_id, successor in superseded:
-                conn.execute(update(memories).where(memories.c.id == memory_id)
-                             .values(superseded_by=successor))
-            if engine.dialect.name == "postgresql":
-                for name in _SERIAL:
-                    conn.execute(text(
-                        f"SELECT setval(pg_get_serial_sequence('{name}', 'id'), "
-                        f"GREATEST((SELECT max(id) FROM {name}), 1))"))
-    except IntegrityError as exc:
-        raise StoreError(f"the dump conflicts with rows already in the database, so "
-                         f"nothing was restored: {exc.orig}") from exc
-    return counts
+@contextlib.contextmanager
+def _snapshot(engine: Engine, batch: int) -> Iterator[Connection]:
+    """One read-only transaction that sees one instant of the database."""
+    with reading(engine, block=True) as conn:
+        if engine.dialect.name == "postgresql":
+            conn.execution_options(isolation_level="REPEATABLE READ",
+                                   postgresql_readonly=True)
+        conn.execution_options(stream_results=True, yield_per=batch)
+        yield conn
 
 
-def _parsed(lines: Iterable[str], schema: str) -> Iterator[tuple[Table, dict[str, Any]]]:
-    iterator = iter(lines)
-    first = next(iterator, "")
-    try:
-        head = json.loads(first)
-    except ValueError:
-        head = None
-    if not isinstance(head, dict) or head.get("format") != FORMAT:
-        raise InvalidArgument(f"line 1: not a chatkeep dump (expected format {FORMAT!r})")
-    if head.get("schema") != schema:
-        raise InvalidArgument(f"line 1: a dump of schema {head.get('schema')!r}; this "
-                              f"database is at {schema!r} (export and import with the "
-                              "same chatkeep version)")
-    for number, raw in enumerate(iterator, start=2):
-        if not raw.strip():
-            continue
-        problem = f"line {number}: not a row of a chatkeep dump"
-        try:
-            item = json.loads(raw)
-            table = _BY_NAME[item["table"]]
-            row = item["row"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise InvalidArgument(f"{problem} ({type(exc).__name__}: {exc})") from None
-        if not isinstance(row, dict) or set(row) != set(table.columns.keys()):
-            raise InvalidArgument(f"{problem} (not the columns of {table.name})")
-        try:
-            yield table, _decoded(table, row)
-        except (ValueError, TypeError) as exc:
-            raise InvalidArgument(f"{problem} ({exc})") from None
+def _query(table: Table, tenant: Ref | None) -> Any:
+    if table is memories:
+        return _memories_query(tenant)
+    query = select(table).order_by(*table.primary_key.columns)
+    return query if tenant is None else query.where(_of_tenant(table, tenant))
+
+
+def _memories_query(tenant: Ref | None) -> Any:
+    """Memories in id order, each with its number in the dump and its successor's."""
+    inner = select(memories, func.row_number().over(order_by=memories.c.id).label("n"))
+    if tenant is not None:
+        inner = inner.where(ref_filter(memories, "tenant", tenant))
+    numbered = inner.cte("numbered")
+    successor = numbered.alias("successor")
+    return (select(numbered, successor.c.n.label("successor_n"))
+            .select_from(numbered.outerjoin(successor,
+                                            successor.c.id == numbered.c.superseded_by))
+            .order_by(numbered.c.id))
+
+
+def _exported(table: Table, row: Any) -> dict[str, Any]:
+    out = encoded(table, row)
+    if table is memories:
+        out["id"] = row["n"]
+        if row["superseded_by"] is not None:
+            # Its successor may be gone (erased): superseded by itself keeps it retired.
+            out["superseded_by"] = row["successor_n"] or row["n"]
+    return out
 
 
 def _of_tenant(table: Table, tenant: Ref) -> Any:
@@ -139,30 +134,279 @@ def _of_tenant(table: Table, tenant: Ref) -> Any:
         select(chat_sessions.c.id).where(ref_filter(chat_sessions, "tenant", tenant)))
 
 
-def _encoded(table: Table, row: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for column in table.columns:
-        value = row[column.name]
-        if value is not None and isinstance(column.type, DateTime):
-            value = (as_utc(value) or value).isoformat()
-        elif value is not None and isinstance(column.type, Boolean):
-            value = bool(value)
-        out[column.name] = value
-    return out
+def write_dump(lines: Iterable[bytes], path: str | Path,
+               progress: Callable[[int], None] | None = None) -> int:
+    """Write ``lines`` to ``path`` through a temporary file beside it, renamed over it once
+    complete and on disk: ``path`` is the whole dump or untouched. Returns the lines
+    written. A full disk (any ``OSError``) is a ``DumpWriteError``."""
+    target = Path(path)
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial",
+                                             dir=target.parent)
+    except OSError as exc:
+        raise _write_error(target, exc) from None
+    try:
+        with os.fdopen(handle, "wb") as file:
+            written = write_lines(lines, file, progress)
+            _synced(file, target)
+        try:
+            os.replace(temporary, target)
+        except OSError as exc:
+            raise _write_error(target, exc) from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    return written
 
 
-def _decoded(table: Table, row: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, value in row.items():
-        kind = table.columns[name].type
-        if value is not None and isinstance(kind, DateTime):
-            value = datetime.fromisoformat(value)
-        elif value is not None and not isinstance(kind, JSON) and isinstance(value,
-                                                                             dict | list):
-            raise InvalidArgument(f"{table.name}.{name} is not a JSON column")
-        out[name] = value
-    return out
+def write_lines(lines: Iterable[bytes], file: IO[bytes],
+                progress: Callable[[int], None] | None = None) -> int:
+    """Write ``lines`` to an open binary ``file`` (standard output, a pipe); an ``OSError``
+    on the way (a full disk, a closed pipe) is a ``DumpWriteError``. Returns the count."""
+    written = 0
+    try:
+        for raw in lines:
+            file.write(raw)
+            written += 1
+            if progress is not None and written % BATCH == 0:
+                progress(written)
+        file.flush()
+    except BrokenPipeError:
+        raise  # the reader went away (`| head`): not a failure to report
+    except OSError as exc:
+        raise _write_error(Path(str(getattr(file, "name", "<output>"))), exc) from None
+    return written
 
 
-def _line(item: dict[str, Any]) -> str:
-    return json.dumps(item, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
+def _synced(file: IO[bytes], target: Path) -> None:
+    try:
+        file.flush()
+        os.fsync(file.fileno())
+    except OSError as exc:
+        raise _write_error(target, exc) from None
+
+
+def _write_error(target: Path, exc: OSError) -> DumpWriteError:
+    reason = "the disk is full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
+    return DumpWriteError(f"cannot write the dump to {target}: {reason}; nothing was "
+                          "written there")
+
+
+# -- import -----------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """The first reading of a dump: what it needs the database not to hold, its digest."""
+
+    claims: Claims
+    digest: str
+
+
+def restore_file(engine: Engine, path: str | Path, schema: str,
+                 progress: Progress | None = None) -> dict[str, int]:
+    """Restore the dump at ``path``: every line is checked first (nothing is written
+    when any is refused), then the rows are inserted in one transaction. Returns the
+    rows restored per table."""
+    def read() -> Iterator[bytes]:
+        try:
+            with Path(path).open("rb") as file:
+                yield from file
+        except OSError as exc:
+            raise InvalidDump(f"cannot read {path}: {exc.strerror or exc}") from None
+
+    checked = _check(read(), schema, progress)
+    _refuse_held(engine, checked.claims)
+    return _write(engine, read(), schema, progress, checked)
+
+
+def restore_lines(engine: Engine, lines: Iterable[str | bytes], schema: str,
+                  progress: Progress | None = None) -> dict[str, int]:
+    """Restore a dump read once (a stream that cannot be read twice): checked as it is
+    inserted, in one transaction that commits only when the trailer proves the dump
+    whole. Prefer :func:`restore_file`, which writes nothing before all is checked."""
+    raw = (item.encode("utf-8") if isinstance(item, str) else item for item in lines)
+    return _write(engine, raw, schema, progress, None)
+
+
+def _rows(lines: Iterable[bytes], schema: str,
+          digest: Digest) -> Iterator[tuple[Table, dict[str, Any]] | Ownership]:
+    """Each row of the dump, decoded and checked; first the ``Ownership`` for its tenant
+    (so the caller can admit rows); the trailer is checked last."""
+    iterator = iter(lines)
+    first = next(iterator, b"")
+    tenant = parse_header(first, schema)
+    digest.add(first)
+    yield Ownership(tenant)
+    number = 1
+    for number, raw in enumerate(iterator, start=2):
+        problem = f"line {number}: not a row of a chatkeep dump"
+        try:
+            item = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise InvalidDump(f"{problem} ({type(exc).__name__}: {exc})"[:300]) from None
+        if isinstance(item, dict) and set(item) == {"trailer"}:
+            if not raw.endswith(b"\n"):
+                raise InvalidDump(f"line {number}: the trailer is cut short")
+            digest.check(item["trailer"], number)
+            if next(iterator, None) is not None:
+                raise InvalidDump(f"line {number + 1}: lines after the dump's trailer")
+            return
+        if not isinstance(item, dict) or set(item) != {"table", "row"} or \
+                item["table"] not in BY_NAME:
+            raise InvalidDump(problem)
+        table = BY_NAME[item["table"]]
+        try:
+            row = decoded(table, item["row"])
+        except InvalidDump as exc:
+            raise InvalidDump(f"line {number}: {exc}") from None
+        digest.add(raw, table.name)
+        yield table, row
+    raise InvalidDump(f"line {number}: the dump ends without its trailer: it was cut "
+                      "short, so nothing was restored")
+
+
+def _check(lines: Iterable[bytes], schema: str, progress: Progress | None) -> _Checked:
+    digest = Digest()
+    ownership: Ownership | None = None
+    done = 0
+    for item in _rows(lines, schema, digest):
+        if isinstance(item, Ownership):
+            ownership = item
+            continue
+        table, row = item
+        assert ownership is not None
+        _admit(ownership, table, row, done)
+        done += 1
+        if progress is not None and done % BATCH == 0:
+            progress("checking", done)
+    assert ownership is not None
+    return _Checked(ownership.finish(), digest.hexdigest())
+
+
+def _admit(ownership: Ownership, table: Table, row: dict[str, Any], done: int) -> None:
+    try:
+        ownership.admit(table.name, row)
+    except InvalidDump as exc:
+        raise InvalidDump(f"line {done + 2}: {exc}") from None
+
+
+def _write(engine: Engine, lines: Iterable[bytes], schema: str, progress: Progress | None,
+           checked: _Checked | None) -> dict[str, int]:
+    digest = Digest()
+    counts = {table.name: 0 for table in TABLES}
+    try:
+        with transaction(engine) as conn:
+            if checked is not None:
+                _refuse_held_in(conn, checked.claims)
+            writer = _Writer(conn)
+            ownership: Ownership | None = None
+            done = 0
+            for item in _rows(lines, schema, digest):
+                if isinstance(item, Ownership):
+                    ownership = item
+                    continue
+                table, row = item
+                assert ownership is not None
+                _admit(ownership, table, row, done)
+                if table is chat_sessions or table is memories:
+                    writer.pending_claims = ownership.claims()
+                writer.add(table, row)
+                counts[table.name] += 1
+                done += 1
+                if progress is not None and done % BATCH == 0:
+                    progress("importing", done)
+            assert ownership is not None
+            writer.pending_claims = ownership.finish()
+            writer.flush()
+            writer.link_successors()
+            if checked is not None and digest.hexdigest() != checked.digest:
+                raise InvalidDump("the dump changed while it was being imported; nothing "
+                                  "was restored")
+    except IntegrityError as exc:
+        raise StoreError(f"the dump conflicts with rows already in the database, so "
+                         f"nothing was restored: {exc.orig}") from exc
+    return counts
+
+
+class _Writer:
+    """Rows buffered per table and inserted ``BATCH`` at a time (``executemany``); the
+    claims of what was buffered are checked against the database before each insert."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._table: Table | None = None
+        self._rows: list[dict[str, Any]] = []
+        self._memory_ids: dict[int, int] = {}  # the dump's number -> the database's id
+        self._successors: list[tuple[int, int]] = []
+        self._checked = Claims(frozenset(), frozenset(), frozenset())
+        self.pending_claims = self._checked
+
+    def add(self, table: Table, row: dict[str, Any]) -> None:
+        if table is not self._table or len(self._rows) >= BATCH:
+            self.flush()
+            self._table = table
+        if table is memories:
+            number = row.pop("id")
+            if row["superseded_by"] is not None:
+                self._successors.append((number, row["superseded_by"]))
+                row["superseded_by"] = 0  # retired from the start; linked below
+            row["_number"] = number
+        self._rows.append(row)
+
+    def flush(self) -> None:
+        if not self._rows:
+            return
+        claims = self.pending_claims
+        new = Claims(claims.sessions - self._checked.sessions,
+                     claims.tenants - self._checked.tenants,
+                     claims.sources - self._checked.sources)
+        _refuse_held_in(self._conn, new)
+        self._checked = claims
+        table, rows = self._table, self._rows
+        self._rows = []
+        assert table is not None
+        if table is memories:
+            numbers = [row.pop("_number") for row in rows]
+            ids = self._conn.execute(
+                memories.insert().returning(memories.c.id, sort_by_parameter_order=True),
+                rows).scalars().all()
+            self._memory_ids.update(zip(numbers, ids, strict=True))
+        else:
+            self._conn.execute(table.insert(), rows)
+
+    def link_successors(self) -> None:
+        for number, successor in self._successors:
+            self._conn.execute(update(memories)
+                               .where(memories.c.id == self._memory_ids[number])
+                               .values(superseded_by=self._memory_ids[successor]))
+
+
+def _refuse_held(engine: Engine, claims: Claims) -> None:
+    with reading(engine) as conn:
+        _refuse_held_in(conn, claims)
+
+
+def _refuse_held_in(conn: Connection, claims: Claims) -> None:
+    """Refuse a restore into a database that holds any of the dump's sessions, any row of
+    its tenants, or a session its memories name but it does not carry."""
+    for ids, what in ((claims.sessions, "sessions of this dump"),
+                      (claims.sources, "a session this dump's memories name as their "
+                                       "source")):
+        ordered = sorted(ids)
+        for start in range(0, len(ordered), _CHUNK):
+            held = conn.execute(select(chat_sessions.c.id).where(
+                chat_sessions.c.id.in_(ordered[start:start + _CHUNK])).limit(1)).first()
+            if held is not None:
+                raise InvalidDump(f"the database already holds {what} ({held[0]}): an "
+                                  "import only creates; restore into a database without "
+                                  "them")
+    for tenant in sorted(claims.tenants, key=lambda ref: (ref.type, ref.id_text)):
+        held = conn.execute(select(literal(1)).where(
+            exists().where(ref_filter(chat_sessions, "tenant", tenant))
+            | exists().where(ref_filter(memories, "tenant", tenant))
+            | exists().where(ref_filter(chat_usage, "tenant", tenant)))).first()
+        if held is not None:
+            raise InvalidDump(f"the database already holds rows of tenant {tenant}: an "
+                              "import creates a tenant's sessions and memories, never "
+                              "adds to them (move the tenant into a database without it)")

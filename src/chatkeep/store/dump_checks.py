@@ -1,0 +1,162 @@
+"""What a restore may create: only what the dump itself owns, whole and consistent.
+
+An import creates; it never merges. Every message, tool call, usage line and fold must
+belong to a session row of the same dump; a usage line bills its session's tenant; a
+memory's source session, when the dump holds it, is of the memory's tenant; a tenant's
+dump holds that tenant's rows alone. Each session is consistent as the store keeps it
+(its ``total_tokens`` is the sum of its usage lines, its seqs rise and end at or below
+``last_seq``), and a session whose placeholder vault is stored was redacted, so it stays
+``pii_protected``: a dump cannot import a protected conversation with its protection off.
+
+:class:`Ownership` reads the rows one by one and keeps a few numbers per session (never
+the rows): a restore runs it over the whole dump before it writes anything. What only the
+target database can answer (is a session id or a tenant already there?) it hands over as
+:meth:`Ownership.claims`; the restore asks the database. No I/O here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from chatkeep.errors import InvalidDump
+from chatkeep.refs import Ref
+from chatkeep.store.dump_format import row_ref
+
+
+@dataclass(slots=True)
+class _Session:
+    tenant: Ref
+    last_seq: int
+    total_tokens: int
+    usage: int = 0
+    seq: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Claims:
+    """What the target database must not hold for a restore to go ahead: these session
+    ids, any row of these tenants, and these sessions that memories name as their source
+    though the dump does not carry them."""
+
+    sessions: frozenset[str]
+    tenants: frozenset[Ref]
+    sources: frozenset[str]
+
+
+@dataclass(slots=True)
+class Ownership:
+    """Checks each row of a dump against the rows before it (see the module doc)."""
+
+    tenant: Ref | None
+    _sessions: dict[str, _Session] = field(default_factory=dict)
+    _tenants: set[Ref] = field(default_factory=set)
+    _sources: set[str] = field(default_factory=set)
+    _memories: int = 0
+    _successor: int = 0
+
+    def admit(self, table: str, row: dict[str, Any]) -> None:
+        """Refuse ``row`` (decoded, of ``table``) unless the dump owns it."""
+        if table == "chat_sessions":
+            self._session(row)
+        elif table == "memories":
+            self._memory(row)
+        else:
+            self._child(table, row)
+
+    def finish(self) -> Claims:
+        """The end-of-dump checks; then what the database must not hold."""
+        for session_id, session in self._sessions.items():
+            if session.total_tokens != session.usage:
+                raise InvalidDump(f"session {session_id}: total_tokens "
+                                  f"{session.total_tokens} is not the sum of its usage "
+                                  f"lines ({session.usage})")
+        if self._successor > self._memories:
+            raise InvalidDump(f"memories: superseded_by names memory {self._successor} of "
+                              f"a dump holding {self._memories}")
+        return self.claims()
+
+    def claims(self) -> Claims:
+        """What the rows so far need the database not to hold."""
+        return Claims(frozenset(self._sessions), frozenset(self._tenants),
+                      frozenset(self._sources))
+
+    def _own_tenant(self, tenant: Ref, where: str) -> None:
+        if self.tenant is not None and tenant != self.tenant:
+            raise InvalidDump(f"{where} is of tenant {tenant}, in a dump of tenant "
+                              f"{self.tenant}")
+        self._tenants.add(tenant)
+
+    def _session(self, row: dict[str, Any]) -> None:
+        session_id = row["id"]
+        tenant = row_ref(row, "tenant", "chat_sessions.tenant")
+        assert tenant is not None  # the column is not null
+        self._own_tenant(tenant, f"session {session_id}")
+        if session_id in self._sessions:
+            raise InvalidDump(f"session {session_id} appears twice")
+        last = row["last_seq"]
+        for name in ("summary_watermark", "distilled_through"):
+            if row[name] > last:
+                raise InvalidDump(f"session {session_id}: {name} {row[name]} is past its "
+                                  f"last seq {last}")
+        if (row["pii_vault"] is not None or row["pii_vault_version"] > 0) and \
+                not row["pii_protected"]:
+            raise InvalidDump(f"session {session_id} holds a placeholder vault, so it was "
+                              "redacted, but pii_protected is off: a dump cannot lift a "
+                              "session's protection")
+        self._sessions[session_id] = _Session(tenant, last, row["total_tokens"])
+
+    def _parent(self, table: str, row: dict[str, Any]) -> _Session:
+        session = self._sessions.get(row["session_id"])
+        if session is None:
+            raise InvalidDump(f"{table}: a row of session {row['session_id']}, which the "
+                              "dump does not create (an import never adds to a session "
+                              "it did not bring)")
+        return session
+
+    def _child(self, table: str, row: dict[str, Any]) -> None:
+        session = self._parent(table, row)
+        where = f"{table} of session {row['session_id']}"
+        if table == "chat_messages":
+            if not session.seq < row["seq"] <= session.last_seq:
+                raise InvalidDump(f"{where}: seq {row['seq']} does not follow seq "
+                                  f"{session.seq} within the session's last seq "
+                                  f"{session.last_seq}")
+            session.seq = row["seq"]
+        elif table == "chat_tool_calls":
+            result = row["result_seq"]
+            if not 1 <= row["call_seq"] <= session.last_seq or (
+                    result is not None and not row["call_seq"] < result <= session.last_seq):
+                raise InvalidDump(f"{where}: call {row['call_id']!r} at seqs the session "
+                                  "does not have")
+        elif table == "chat_usage":
+            if row_ref(row, "tenant", f"{table}.tenant") != session.tenant:
+                raise InvalidDump(f"{where}: a usage line billed to another tenant than "
+                                  "its session's")
+            session.usage += row["prompt_tokens"] + row["completion_tokens"]
+        elif table == "chat_folds" and \
+                not 1 <= row["from_seq"] <= row["through_seq"] <= session.last_seq:
+            raise InvalidDump(f"{where}: a fold of seqs the session does not have")
+
+    def _memory(self, row: dict[str, Any]) -> None:
+        tenant = row_ref(row, "tenant", "memories.tenant")
+        assert tenant is not None
+        self._own_tenant(tenant, f"memory {row['id']}")
+        self._memories += 1
+        if row["id"] != self._memories:
+            raise InvalidDump(f"memories: the dump numbers its memories 1, 2, ...; "
+                              f"memory {row['id']} came where {self._memories} belongs")
+        successor = row["superseded_by"]
+        if successor is not None:
+            if successor < 1:
+                raise InvalidDump(f"memory {row['id']}: superseded_by must be at least 1")
+            self._successor = max(self._successor, successor)
+        source = row["source_session_id"]
+        if source is None:
+            return
+        session = self._sessions.get(source)
+        if session is None:
+            self._sources.add(source)
+        elif session.tenant != tenant:
+            raise InvalidDump(f"memory {row['id']} of tenant {tenant} names a source "
+                              f"session of tenant {session.tenant}")

@@ -1,0 +1,282 @@
+"""The lines of a dump, and the checks every value in them passes before a restore.
+
+A dump is JSON Lines: a header ``{"format": FORMAT, "schema": REVISION, "tenant": ...}``,
+one line per row ``{"table": NAME, "row": {COLUMN: VALUE}}``, and a trailer
+``{"trailer": {"counts": {TABLE: ROWS}, "sha256": HEX}}`` whose digest covers the bytes of
+every line before it. A dump without its trailer was cut short; one whose counts or
+digest disagree was edited. Both are refused (:class:`chatkeep.errors.InvalidDump`).
+
+Rows carry no surrogate ids: a message is its session and seq, a usage line or a fold is
+its session and time, so a dump imports into a database that already holds other
+tenants (their serial ids would collide). Memories keep a dump-local number in ``id``
+(1, 2, ... in the order they were written) so that ``superseded_by`` can name a
+successor; a restore gives each its database id.
+
+Every value is checked as the API checks its input (:mod:`chatkeep.validation`): the
+type of its column, its length, no NUL character, tz-aware times, JSON objects where the
+store keeps objects. No I/O here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Integer, String, Table, Text
+
+from chatkeep.errors import ChatkeepError, InvalidDump
+from chatkeep.refs import Ref
+from chatkeep.store.rows import as_utc
+from chatkeep.store.schema import (
+    chat_folds,
+    chat_messages,
+    chat_sessions,
+    chat_tool_calls,
+    chat_usage,
+    memories,
+    ref_values,
+)
+from chatkeep.validation import (
+    INT32_MAX,
+    INT64_MAX,
+    check_bool,
+    check_int,
+    check_metadata,
+    check_text,
+)
+
+FORMAT = "chatkeep.dump/2"
+"""The format a dump's header names (``chatkeep.dump/1`` had no trailer and kept ids)."""
+TABLES: tuple[Table, ...] = (chat_sessions, chat_messages, chat_tool_calls, chat_usage,
+                             chat_folds, memories)
+"""What a dump holds, parents first (a restore inserts in this order)."""
+DERIVED = ("memory_vectors",)
+"""Tables a dump leaves out because they are rebuilt from the others."""
+BY_NAME = {table.name: table for table in TABLES}
+WITHOUT_ID = frozenset({"chat_messages", "chat_usage", "chat_folds"})
+"""Tables whose serial ``id`` a dump leaves out (the importing database hands out its own)."""
+ROLES = frozenset({"user", "assistant", "tool", "system"})
+PURPOSES = frozenset({"chat", "summary", "distil", "manual"})
+SCOPES = frozenset({"tenant", "subject", "personal"})
+_REFS = {"chat_sessions": ("tenant", "actor", "subject"), "chat_usage": ("tenant",),
+         "memories": ("tenant", "subject", "actor")}
+
+
+def columns(table: Table) -> frozenset[str]:
+    """The keys of a row of ``table`` in a dump."""
+    names = frozenset(table.columns.keys())
+    return names - {"id"} if table.name in WITHOUT_ID else names
+
+
+def line(item: Mapping[str, Any]) -> bytes:
+    """One canonical line: keys sorted, no spaces, UTF-8, ending in a newline (the same
+    data gives the same bytes)."""
+    return (json.dumps(item, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+            + "\n").encode("utf-8")
+
+
+def header(schema: str, tenant: Ref | None) -> dict[str, Any]:
+    """The first line: the format, the schema revision, and the tenant a tenant's dump
+    holds (every row must then be of it)."""
+    named = None if tenant is None else {"type": tenant.type, "id": tenant.id_text}
+    return {"format": FORMAT, "schema": schema, "tenant": named}
+
+
+class Digest:
+    """The running row counts and SHA-256 of a dump's lines, which its trailer states."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+        self.counts = {table.name: 0 for table in TABLES}
+
+    def add(self, raw: bytes, table: str | None = None) -> None:
+        """Count ``raw`` (a whole line, newline included), a row of ``table`` if given."""
+        self._hash.update(raw)
+        if table is not None:
+            self.counts[table] += 1
+
+    def hexdigest(self) -> str:
+        """The SHA-256 of every line added so far."""
+        return self._hash.hexdigest()
+
+    def trailer(self) -> dict[str, Any]:
+        """The last line of a dump of the lines added."""
+        return {"trailer": {"counts": dict(self.counts), "sha256": self.hexdigest()}}
+
+    def check(self, trailer: object, number: int) -> None:
+        """Refuse a trailer that does not state these counts and this digest."""
+        if not isinstance(trailer, dict) or set(trailer) != {"counts", "sha256"}:
+            raise InvalidDump(f"line {number}: not a dump's trailer")
+        if trailer["counts"] != self.counts:
+            raise InvalidDump(f"line {number}: the trailer counts {trailer['counts']}, the "
+                              f"dump holds {self.counts}: rows were added or removed")
+        if trailer["sha256"] != self.hexdigest():
+            raise InvalidDump(f"line {number}: the dump's digest does not match its "
+                              "trailer: it was edited after it was written")
+
+
+def parse_header(raw: bytes, schema: str) -> Ref | None:
+    """The tenant line 1 names (``None`` for a whole database); refuses anything but a
+    header of this format and schema revision."""
+    try:
+        head = json.loads(raw)
+    except ValueError:
+        head = None
+    if isinstance(head, dict) and head.get("format") == "chatkeep.dump/1":
+        raise InvalidDump("line 1: a dump of format chatkeep.dump/1, which has no trailer "
+                          "to prove it complete: export it again with this version")
+    if not isinstance(head, dict) or head.get("format") != FORMAT or \
+            set(head) != {"format", "schema", "tenant"}:
+        raise InvalidDump(f"line 1: not a chatkeep dump (expected format {FORMAT!r})")
+    if head["schema"] != schema:
+        raise InvalidDump(f"line 1: a dump of schema {head['schema']!r}; this database is "
+                          f"at {schema!r} (export and import with the same chatkeep version)")
+    named = head["tenant"]
+    if named is None:
+        return None
+    if not isinstance(named, dict) or set(named) != {"type", "id"}:
+        raise InvalidDump("line 1: the header's tenant is not {type, id}")
+    try:
+        return Ref(named["type"], named["id"])
+    except ChatkeepError as exc:
+        raise InvalidDump(f"line 1: the header's tenant: {exc}") from None
+
+
+def encoded(table: Table, row: Mapping[str, Any]) -> dict[str, Any]:
+    """A database row as the dump writes it (times in UTC ISO 8601, ids left out where
+    the importing database gives its own)."""
+    out: dict[str, Any] = {}
+    keep = columns(table)
+    for column in table.columns:
+        if column.name not in keep:
+            continue
+        value = row[column.name]
+        if value is not None and isinstance(column.type, DateTime):
+            value = (as_utc(value) or value).isoformat()
+        elif value is not None and isinstance(column.type, Boolean):
+            value = bool(value)
+        out[column.name] = value
+    return out
+
+
+def decoded(table: Table, row: object) -> dict[str, Any]:
+    """A dump's row as values to insert, each checked as the API checks its input;
+    an ``InvalidDump`` names the column."""
+    if not isinstance(row, dict) or set(row) != columns(table):
+        raise InvalidDump(f"not the columns of {table.name}")
+    out: dict[str, Any] = {}
+    for name, value in row.items():
+        where = f"{table.name}.{name}"
+        column = table.columns[name]
+        try:
+            out[name] = _value(column.type, value, where, nullable=bool(column.nullable))
+        except ChatkeepError as exc:
+            raise InvalidDump(str(exc)) from None
+    _check_shape(table, out)
+    return out
+
+
+def _value(kind: Any, value: Any, where: str, *, nullable: bool) -> Any:
+    if value is None:
+        if not nullable:
+            raise InvalidDump(f"{where} must not be null")
+        return None
+    if isinstance(kind, JSON):
+        check_metadata({"value": value}, where, error=InvalidDump)
+        return value
+    if isinstance(kind, DateTime):
+        text = check_text(value, where, error=InvalidDump, max_length=64)
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise InvalidDump(f"{where} is not an ISO 8601 time: {text!r}") from None
+        if moment.tzinfo is None or moment.utcoffset() is None:
+            raise InvalidDump(f"{where} has no time zone: {text!r} (times are tz-aware)")
+        return as_utc(moment)
+    if isinstance(kind, Boolean):
+        return check_bool(value, where, error=InvalidDump)
+    if isinstance(kind, BigInteger):
+        return check_int(value, where, error=InvalidDump, maximum=INT64_MAX)
+    if isinstance(kind, Integer):
+        return check_int(value, where, error=InvalidDump, maximum=INT32_MAX)
+    if isinstance(kind, String | Text):
+        return check_text(value, where, error=InvalidDump, max_length=kind.length)
+    raise InvalidDump(f"{where}: a column of type {kind} has no check")  # a new column type
+
+
+def _check_shape(table: Table, row: dict[str, Any]) -> None:
+    """What a column's type alone does not say: refs, roles, ids, JSON shapes."""
+    name = table.name
+    for prefix in _REFS.get(name, ()):
+        row_ref(row, prefix, f"{name}.{prefix}")
+    if name == "chat_sessions":
+        try:
+            uuid.UUID(row["id"])
+        except ValueError:
+            raise InvalidDump(f"chat_sessions.id is not a UUID: {row['id']!r}") from None
+        if not isinstance(row["metadata"], dict):
+            raise InvalidDump("chat_sessions.metadata must be a JSON object")
+    elif name == "chat_messages":
+        _check_message(row)
+    elif name == "chat_usage" and row["purpose"] not in PURPOSES:
+        raise InvalidDump(f"chat_usage.purpose must be one of {sorted(PURPOSES)}, "
+                          f"got {row['purpose']!r}")
+    elif name == "memories":
+        if row["scope"] not in SCOPES:
+            raise InvalidDump(f"memories.scope must be one of {sorted(SCOPES)}, "
+                              f"got {row['scope']!r}")
+        if (row["scope"] == "subject") != (row["subject_type"] is not None) or \
+                (row["scope"] == "personal") != (row["actor_type"] is not None) or \
+                not row["scope_key"].startswith(row["scope"]):
+            raise InvalidDump(f"memories: a {row['scope']} memory with the references or "
+                              f"scope key of another scope ({row['scope_key']!r})")
+        if row["id"] < 1:
+            raise InvalidDump("memories.id (the dump's own number) must be at least 1")
+
+
+def _check_message(row: dict[str, Any]) -> None:
+    role = row["role"]
+    if role not in ROLES:
+        raise InvalidDump(f"chat_messages.role must be one of {sorted(ROLES)}, got {role!r}")
+    if row["seq"] < 1:
+        raise InvalidDump(f"chat_messages.seq must be at least 1, got {row['seq']}")
+    if not isinstance(row["metadata"], dict):
+        raise InvalidDump("chat_messages.metadata must be a JSON object")
+    if row["native"] is not None and not isinstance(row["native"], dict):
+        raise InvalidDump("chat_messages.native must be a JSON object")
+    if row["tool_call_id"] is not None and role != "tool":
+        raise InvalidDump(f"chat_messages: a {role} message with a tool_call_id")
+    calls = row["tool_calls"]
+    if calls is None:
+        return
+    if role != "assistant" or not isinstance(calls, list):
+        raise InvalidDump("chat_messages.tool_calls: a list, on assistant messages only")
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(call.get("id"), str) or \
+                not call["id"] or not isinstance(function.get("name"), str) or \
+                not isinstance(function.get("arguments"), str):
+            raise InvalidDump("chat_messages.tool_calls: each call is {id, function: "
+                              "{name, arguments}} with strings")
+
+
+def row_ref(row: Mapping[str, Any], prefix: str, where: str) -> Ref | None:
+    """The reference stored in ``row``'s ``<prefix>_type/_id/_id_int`` columns, refused
+    unless it is one the API would have stored."""
+    kind, text, is_int = (row[f"{prefix}_type"], row[f"{prefix}_id"],
+                          row[f"{prefix}_id_int"])
+    if kind is None and text is None and is_int is None:
+        return None
+    try:
+        ref = Ref(kind, int(text) if is_int and isinstance(text, str) else text)
+    except (ChatkeepError, ValueError, TypeError) as exc:
+        raise InvalidDump(f"{where} is not a reference: {exc}") from None
+    if ref_values(prefix, ref) != {f"{prefix}_type": kind, f"{prefix}_id": text,
+                                   f"{prefix}_id_int": is_int}:
+        raise InvalidDump(f"{where} is not a reference the API stores "
+                          f"({kind!r}, {text!r}, {is_int!r})")
+    return ref
