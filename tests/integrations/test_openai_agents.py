@@ -229,9 +229,15 @@ def test_model_output_in_placeholders_is_stored_with_real_values(db_url: str) ->
         async with world.keep() as keep:
             session = await ChatkeepSession.open(keep, tenant=ORG)
             result = await session.run(world.agent("chat"), "mail ana.garcia@example.com")
-            assert result.final_output == "I will write to <EMAIL_1>."
+            # What the app shows has the user's own value; the run's items keep what the
+            # model wrote (and saw).
+            assert result.final_output == "I will write to ana.garcia@example.com."
+            assert "<EMAIL_1>" in json.dumps(result.to_input_list())
+            kept = await session.run(world.agent("chat"), "again", restore=False)
+            assert kept.final_output == "I will write to <EMAIL_1>."
             stored = await (await session.conversation()).read_messages()
             assert stored[-1].content == "I will write to ana.garcia@example.com."
+            assert stored[1].content == "I will write to ana.garcia@example.com."
             with pytest.raises(PrivacyError):
                 await session.get_items()  # outside a run: refused on a redacting session
             items = await session.read_items()  # replayed, redacted again

@@ -24,9 +24,12 @@ the oldest are folded into the summary, which then leads the list.
 ``session.run`` / ``run_sync`` / ``run_streamed`` are ``Runner.run`` / ``run_sync`` /
 ``run_streamed`` with this session, plus a ``call_model_input_filter`` that sends every
 request of the run through the session's egress: the new input (which the SDK sends
-before the session stores it), tool outputs within the run, and the instructions. A run
-on a redacting session that does not go through them is refused before anything is sent
-(``get_items`` raises ``PrivacyError``): there is no way to forget the filter.
+before the session stores it, read with the message it answers), tool outputs within the
+run, and the instructions. On a redacting session they also feed input guardrails
+scrubbed input, keep content out of traces, and put the user's own values back into
+``final_output`` and streamed text (see :mod:`.runs`). A run on a redacting session that
+does not go through them is refused before anything is sent (``get_items`` raises
+``PrivacyError``): there is no way to forget the filter.
 
 The class is structural (it does not subclass the SDK's ``SessionABC``); the SDK is
 imported when its settings, a run, the filter or :meth:`ChatkeepSession.billing_hooks`
@@ -35,12 +38,10 @@ need it.
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
+import asyncio
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from chatkeep.aio import AsyncChatkeep, AsyncChatSession
@@ -48,21 +49,20 @@ from chatkeep.aio.sessions import core_session
 from chatkeep.errors import ChatkeepError, PrivacyError, SessionNotFound
 from chatkeep.formats.openai_responses import message_to_items
 from chatkeep.integrations.context import named_party
-from chatkeep.messages import Usage
+from chatkeep.integrations.openai_agents import billing, runs
+from chatkeep.integrations.openai_agents.runs import RunState, as_dict
+from chatkeep.privacy.streaming import StreamRestorer
 from chatkeep.refs import Ref
 
 if TYPE_CHECKING:
     from agents import Agent, RunConfig, RunHooks, RunResult, RunResultStreaming
     from agents.items import TResponseInputItem
-    from agents.run_config import CallModelData, ModelInputData
+    from agents.run_config import ModelInputData
 
     from chatkeep.app import Chatkeep
     from chatkeep.formats import History
     from chatkeep.sessions import ChatSession
-
-#: The sessions whose filter the running code installed (set by ``ChatkeepSession.run*``).
-_FILTERED: ContextVar[frozenset[int]] = ContextVar("chatkeep_agents_filtered",
-                                                   default=frozenset())
+    from chatkeep.tokens import TokenCounter
 
 _INSTALL_HINT = "pip install 'chatkeep[agents]'"
 
@@ -157,7 +157,8 @@ class ChatkeepSession:
         session = await self._load(wrapper, create=False)
         if session is None:
             return []
-        if id(self) not in _FILTERED.get() and await self.keep.privacy.redacts(session):
+        run = runs.current_run(self)
+        if run is None and await self.keep.privacy.redacts(session):
             raise PrivacyError(
                 f"session {self.session_id} redacts personal data, and this run does not "
                 "send through its filter (the SDK would send the new input raw): run it "
@@ -168,6 +169,8 @@ class ChatkeepSession:
         history = await self.keep.run(_replay, core, core_session(session),
                                       self.system_prompt)
         items: list[TResponseInputItem] = list(history)
+        if run is not None and not run.read:  # the run's first read: what its new input answers
+            run.read, run.context = True, runs.newest_answer(list(items))
         if limit is not None and limit > 0:
             items = items[-limit:]
         return items
@@ -216,77 +219,163 @@ class ChatkeepSession:
 
     async def run(self, agent: Agent[Any], input: Any, *,
                   run_config: RunConfig | Mapping[str, Any] | None = None,
-                  **kwargs: Any) -> RunResult:
+                  restore: bool = True, **kwargs: Any) -> RunResult:
         """``Runner.run(agent, input, session=self, ...)``, every request of the run sent
-        through this session's egress (``run_config``'s own input filter runs first)."""
+        through this session's egress (``run_config``'s own input filter runs first).
+        ``restore``: ``final_output`` shows the user's own values, not the placeholders
+        the model wrote (the run's items keep them, as the model saw them)."""
         _require_sdk()
         from agents import Runner
 
-        with self._filtered():
-            return await Runner.run(agent, input, session=self,
-                                    run_config=self.run_config(run_config), **kwargs)
+        await self._load(None, create=False)  # the trace decision reads the row
+        with self._running(input):
+            result = await Runner.run(self._guarded(agent), input, session=self,
+                                      run_config=self.run_config(run_config), **kwargs)
+        if restore:
+            await self._restore_result(result)
+        return result
 
     def run_sync(self, agent: Agent[Any], input: Any, *,
                  run_config: RunConfig | Mapping[str, Any] | None = None,
-                 **kwargs: Any) -> RunResult:
-        """``Runner.run_sync`` with this session, through its egress (see :meth:`run`)."""
+                 restore: bool = True, **kwargs: Any) -> RunResult:
+        """``Runner.run_sync`` with this session, through its egress (see :meth:`run`);
+        ``final_output`` is restored on the loop the SDK ran on."""
         _require_sdk()
         from agents import Runner
 
-        with self._filtered():
-            return Runner.run_sync(agent, input, session=self,
-                                   run_config=self.run_config(run_config), **kwargs)
+        with self._running(input):
+            result = Runner.run_sync(self._guarded(agent), input, session=self,
+                                     run_config=self.run_config(run_config), **kwargs)
+        if restore:
+            asyncio.get_event_loop_policy().get_event_loop().run_until_complete(
+                self._restore_result(result))
+        return result
 
     def run_streamed(self, agent: Agent[Any], input: Any, *,
                      run_config: RunConfig | Mapping[str, Any] | None = None,
-                     **kwargs: Any) -> RunResultStreaming:
+                     restore: bool = True, **kwargs: Any) -> RunResultStreaming:
         """``Runner.run_streamed`` with this session, through its egress (the run's task
-        is created here, so it carries the filter's mark; see :meth:`run`)."""
+        is created here, so it carries the filter's mark; see :meth:`run`). ``restore``:
+        ``stream_events()`` yields the text deltas (and each text's ``done`` event) with
+        the user's own values, a placeholder split across deltas restored whole, and
+        ``final_output`` is restored once the stream ends."""
         _require_sdk()
         from agents import Runner
 
-        with self._filtered():
-            return Runner.run_streamed(agent, input, session=self,
-                                       run_config=self.run_config(run_config), **kwargs)
+        with self._running(input):
+            result = Runner.run_streamed(self._guarded(agent), input, session=self,
+                                         run_config=self.run_config(run_config), **kwargs)
+        if restore:
+            events = result.stream_events
+            owner = self
+
+            async def restored_stream() -> AsyncIterator[Any]:
+                async for event in runs.restored_events(events(), owner.restorer):
+                    yield event
+                await owner._restore_result(result)
+
+            # The SDK's documented loop (``async for event in result.stream_events()``)
+            # gets the restored events.
+            setattr(result, "stream_events", restored_stream)  # noqa: B010
+        return result
+
+    async def stream_text(self, result: RunResultStreaming) -> AsyncIterator[str]:
+        """The text a streamed run writes, delta by delta, with the user's own values (for
+        a result of :meth:`run_streamed`; consumes its events)."""
+        async for event in result.stream_events():
+            data: Any = getattr(event, "data", None)
+            if event.type == "raw_response_event" and \
+                    getattr(data, "type", None) == "response.output_text.delta" and data.delta:
+                yield data.delta
+
+    async def restorer(self) -> StreamRestorer:
+        """A restorer for this session's model output (``feed`` each chunk, ``flush`` at
+        the end) over the placeholders stored now: make one per model response, after
+        its request was sent (as :meth:`run_streamed` does)."""
+        session = await self.conversation()
+        if not await self.keep.privacy.redacts(session):
+            return StreamRestorer(lambda text: text)
+        core = await self.keep.core()
+        vault = await self.keep.privacy.vault(session)
+        redactor = core.privacy.redactor
+        return StreamRestorer(lambda text: redactor.restore(text, vault))
 
     def run_config(self, base: RunConfig | Mapping[str, Any] | None = None) -> RunConfig:
-        """``base`` (or a default ``RunConfig``) with this session's input filter chained
-        after its own: what ``run*`` pass to the SDK. Passing it to ``Runner.run``
-        yourself is not enough on a redacting session: the filter runs only per model
-        call, after the SDK has read the history, so use :meth:`run`."""
+        """``base`` (or a default ``RunConfig``) as ``run*`` pass it to the SDK: this
+        session's input filter chained after its own, ``base``'s input guardrails fed
+        scrubbed input, ``ModelSettings(include_usage=True)`` (unless ``base`` says
+        ``False``) so streamed calls report usage, and ``trace_include_sensitive_data``
+        off when the session may redact. Passing it to ``Runner.run`` yourself is not
+        enough on a redacting session: the filter runs only per model call, after the SDK
+        has read the history, so use :meth:`run`."""
         _require_sdk()
-        from agents import RunConfig
+        return runs.chained_run_config(base, self._egress, self._scrub_input,
+                                       redacting=self._may_redact())
 
-        config = base if isinstance(base, RunConfig) else RunConfig(**dict(base or {}))
-        own = config.call_model_input_filter
+    def _may_redact(self) -> bool:
+        """Whether the session redacts, read from the row loaded (without one: whether
+        it would be created redacting; a stored session not yet read counts as
+        redacting when this object asks for redaction)."""
+        if self._session is None:
+            return self.anonymize_pii
+        core = core_session(self._session)
+        return core.anonymize_pii and (self.keep.config.privacy.anonymize_pii
+                                       or core.row.pii_protected)
 
-        async def through_egress(data: CallModelData[Any]) -> ModelInputData:
-            if own is not None:
-                updated = own(data)
-                model_data = await updated if inspect.isawaitable(updated) else updated
-                data = dataclasses.replace(data, model_data=model_data)
-            return await self._egress(data.model_data)
+    def _guarded(self, agent: Agent[Any]) -> Agent[Any]:
+        """``agent`` with its input guardrails fed scrubbed input."""
+        return runs.guarded_agent(agent, self._scrub_input)
 
-        return dataclasses.replace(config, call_model_input_filter=through_egress)
+    async def _scrub(self, payload: Any, context: str | None) -> Any:
+        """``payload`` through this session's egress (as it is when the session does not
+        redact)."""
+        session = await self.conversation()
+        if not await self.keep.privacy.redacts(session):
+            return payload
+        return await self.keep.privacy.scrub(session, payload, context)
+
+    async def _scrub_input(self, value: Any) -> Any:
+        """A run's input (a text or items) as a guardrail may see it: scrubbed, the new
+        input read with what it answers."""
+        run = runs.current_run(self) or RunState()
+        if isinstance(value, list):
+            value = [as_dict(item) for item in value]
+        return await runs.scrub_with_context(self._scrub, value, run.new_input, run.context)
 
     async def _egress(self, model_data: ModelInputData) -> ModelInputData:
         """The run's request as it may leave: input items and instructions scrubbed in
-        one body by the session's egress, its placeholders stored first."""
-        session = await self.conversation()
+        one body by the session's egress (the new input read with the message it
+        answers), its placeholders stored first."""
         body: dict[str, Any] = {"instructions": model_data.instructions,
-                                "input": [_as_dict(item) for item in model_data.input]}
-        if await self.keep.privacy.redacts(session):
-            body = await self.keep.privacy.scrub(session, body)
+                                "input": [as_dict(item) for item in model_data.input]}
+        run = runs.current_run(self) or RunState()
+        body = await runs.scrub_with_context(self._scrub, body, run.new_input, run.context)
         from agents.run_config import ModelInputData
 
         return ModelInputData(input=body["input"], instructions=body["instructions"])
+
+    async def _restore_result(self, result: Any) -> None:
+        """``result.final_output`` with the user's own values (on a redacting session)."""
+        session = await self.conversation()
+        if not await self.keep.privacy.redacts(session):
+            return
+
+        async def text(value: str) -> str:
+            restored: str = await self.keep.privacy.restore(session, value)
+            return restored
+
+        async def payload(value: Any) -> Any:
+            return await self.keep.privacy.restore_payload(session, value)
+
+        result.final_output = await runs.restore_final_output(result.final_output, text,
+                                                              payload)
 
     async def _restored(self, session: AsyncChatSession,
                         item: TResponseInputItem) -> TResponseInputItem:
         """A model-written item (assistant message, call, reasoning) with this session's
         placeholders put back; anything else as it is (user text is never restored: a
         placeholder the user typed stays literal)."""
-        data = _as_dict(item)
+        data = as_dict(item)
         if data.get("role") == "assistant" or data.get("type") in _MODEL_ITEMS:
             restored: TResponseInputItem = await self.keep.privacy.restore_payload(
                 session, data)
@@ -295,36 +384,37 @@ class ChatkeepSession:
 
     @contextmanager
     def _filtered(self) -> Iterator[None]:
-        """Mark this session's filter as installed for the code (and tasks) run inside."""
-        token = _FILTERED.set(_FILTERED.get() | {id(self)})
-        try:
+        """Mark this session's filter as installed for the code run inside (a read
+        outside any run: no new input)."""
+        with self._running(None):
             yield
+
+    @contextmanager
+    def _running(self, input: Any) -> Iterator[RunState]:
+        """Mark this session's filter as installed for the code (and tasks) run inside,
+        with the run's new input."""
+        state = RunState(new_input=runs.new_input_items(input))
+        token = runs.running(self, state)
+        try:
+            yield state
         finally:
-            _FILTERED.reset(token)
+            runs.done(token)
 
     def billing_hooks(self) -> RunHooks[Any]:
         """SDK run hooks that bill every model call of a run to this session (and its
-        tenant) under purpose ``chat``, with the model's own usage figures."""
+        tenant) under purpose ``chat``, with the model's own usage figures, or estimated
+        with the keep's token counter where a call reports none (its ledger line's model
+        marked ``" (estimated)"``; :mod:`.billing`)."""
         try:
-            from agents import RunHooks
+            import agents  # noqa: F401
         except ImportError as exc:  # pragma: no cover - the extra is in the dev set
             raise ChatkeepError(f"the OpenAI Agents SDK is not installed: {_INSTALL_HINT}") \
                 from exc
-        owner = self
+        return billing.billing_hooks(self.conversation, self._counter)
 
-        class _Billing(RunHooks[Any]):
-            async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
-                usage = getattr(response, "usage", None)
-                if usage is None:
-                    return
-                session = await owner.conversation()
-                model = getattr(getattr(agent, "model", None), "model", None) or \
-                    (agent.model if isinstance(getattr(agent, "model", None), str) else None)
-                await session.record_usage(
-                    "chat", Usage(int(usage.input_tokens or 0), int(usage.output_tokens or 0)),
-                    model)
-
-        return _Billing()
+    async def _counter(self) -> TokenCounter:
+        """The keep's token counter (the one the budget counts with)."""
+        return (await self.keep.core()).counter
 
 
 _MODEL_ITEMS = ("function_call", "reasoning")
@@ -362,12 +452,6 @@ def _require_sdk() -> None:
     except ImportError as exc:  # pragma: no cover - the extra is in the dev set
         raise ChatkeepError(f"the OpenAI Agents SDK is not installed: {_INSTALL_HINT}") \
             from exc
-
-
-def _as_dict(item: Any) -> Any:
-    """An input item as a plain dict (the SDK may hand pydantic models)."""
-    dump = getattr(item, "model_dump", None)
-    return dump(exclude_unset=True) if callable(dump) else item
 
 
 def _tenant_of(wrapper: Any) -> Ref | None:
