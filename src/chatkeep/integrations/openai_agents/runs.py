@@ -212,6 +212,9 @@ async def restore_final_output(value: Any, restore_text: Callable[[str], Awaitab
 
 _DELTA = "response.output_text.delta"
 _TEXT_DONE = "response.output_text.done"
+#: Events that end a text: what the restorer still holds is released before them.
+_TEXT_ENDS = frozenset({_TEXT_DONE, "response.content_part.done", "response.output_item.done",
+                        "response.completed", "response.incomplete", "response.failed"})
 
 
 async def restored_events(events: AsyncIterator[Any],
@@ -219,10 +222,10 @@ async def restored_events(events: AsyncIterator[Any],
                           ) -> AsyncIterator[Any]:
     """The SDK's stream events with the text deltas restored: a placeholder split across
     deltas comes out whole (its head held back, released with the delta that ends it);
-    what is still held when a text ends is released as one more delta before the
-    ``output_text.done`` event, whose full text is restored too. A restorer is made per
-    model response, after that request was scrubbed, so it knows every placeholder the
-    model was shown."""
+    what is still held when a text ends is released as one more delta before the event
+    that ends it (a Responses ``output_text.done`` carries its full text restored too).
+    A restorer is made per model response, after that request was scrubbed, so it knows
+    every placeholder the model was shown."""
     restorer: StreamRestorer | None = None
     last: Any = None
     async for event in events:
@@ -234,7 +237,7 @@ async def restored_events(events: AsyncIterator[Any],
             last = event
             yield _with(event, delta=restorer.feed(data.delta))
             continue
-        if kind == _TEXT_DONE or kind == "response.completed":
+        if kind in _TEXT_ENDS:
             if restorer is not None:
                 held = restorer.flush()
                 if held and last is not None:
