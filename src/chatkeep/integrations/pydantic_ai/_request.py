@@ -19,16 +19,20 @@ for that one request.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai.messages import (
     CompactionPart,
+    FileUrl,
     ModelMessage,
     ModelRequest,
+    ModelResponse,
     SystemPromptPart,
+    TextPart,
 )
 
 from chatkeep.app import Chatkeep
@@ -69,12 +73,19 @@ class PreparedRequest:
     """Whether preparing this request folded older turns into the summary."""
     withheld: int
     """Signed parts left out because their text holds a detected value."""
+    unread: list[FileUrl] = field(default_factory=list)
+    """Text-like files given by URL whose text was not given (sent as a note: read them
+    and prepare again with ``files``)."""
 
 
 def prepare(core: Chatkeep, session: ChatSession, own: Sequence[ModelMessage],
-            instructions: Sequence[str]) -> PreparedRequest:
+            instructions: Sequence[str],
+            files: Mapping[str, str] | None = None) -> PreparedRequest:
     """The request for ``session``: its budgeted history, then ``own`` (the run's
-    messages the store does not hold), with ``instructions``, all scrubbed."""
+    messages the store does not hold), with ``instructions``, all scrubbed. The run's new
+    input is read with the message it answers (the history's newest assistant text), so
+    a value only that question identifies is found. ``files``: the text of text-like
+    files given by URL (see :mod:`._files`)."""
     compressor = core.compressor
     repository = compressor._repository_for(session)
     paused = folded = compressed = False
@@ -98,7 +109,8 @@ def prepare(core: Chatkeep, session: ChatSession, own: Sequence[ModelMessage],
             folded = True
             continue
         history = _history(repository, session, plan.outgoing, exact_closed=paused)
-        out = scrub_request([*history, *own], instructions, egress.scrub)
+        out = scrub_request([*history, *own], instructions,
+                            functools.partial(egress.scrub, context=_answered(history)), files)
         if not egress.flush():
             log.info("session %s: another writer stored placeholders first; planning again",
                      session.id)
@@ -107,15 +119,29 @@ def prepare(core: Chatkeep, session: ChatSession, own: Sequence[ModelMessage],
             log.warning("session %s: %d signed part(s) holding a detected value were "
                         "withheld", session.id, out.withheld)
         return _prepared(out.messages, out.instructions, len(history), plan,
-                         compressor.config.max_history_tokens, compressed, out.withheld)
+                         compressor.config.max_history_tokens, compressed, out.withheld,
+                         out.unread)
     raise PrivacyError(f"session {session.id}: could not store the placeholder mapping "
                        f"after {MAX_ATTEMPTS} attempts; nothing was sent")
 
 
 def _prepared(messages: list[ModelMessage], instructions: list[str], cut: int,
-              plan: HistoryPlan, budget: int, compressed: bool, withheld: int) -> PreparedRequest:
+              plan: HistoryPlan, budget: int, compressed: bool, withheld: int,
+              unread: list[FileUrl]) -> PreparedRequest:
     return PreparedRequest(messages, instructions, messages[:cut], plan.tokens, budget,
-                    plan.over_budget_reason, compressed, withheld)
+                           plan.over_budget_reason, compressed, withheld, unread)
+
+
+def _answered(history: Sequence[ModelMessage]) -> str | None:
+    """The newest assistant text of the stored conversation: what the run's new input
+    answers (``None``: the conversation has none)."""
+    for message in reversed(history):
+        if isinstance(message, ModelResponse):
+            texts = [part.content for part in message.parts
+                     if isinstance(part, TextPart) and part.content.strip()]
+            if texts:
+                return "\n\n".join(texts)
+    return None
 
 
 def _history(repository: Any, session: ChatSession, outgoing: Outgoing, *,

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
+import pydantic
+import pydantic_core
 from pydantic_ai.agent import AgentRunResult
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import (
@@ -34,7 +36,10 @@ from pydantic_ai.conversation_store import (
     ConversationRecord,
     ConversationStore,
 )
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage
+from pydantic_ai.result import StreamedRunResult
+from pydantic_ai.run import AgentRun, AgentRunResultEvent
 
 from chatkeep.aio import AsyncChatkeep
 from chatkeep.app import Chatkeep
@@ -43,10 +48,14 @@ from chatkeep.integrations.pydantic_ai import _request, _storage
 from chatkeep.integrations.pydantic_ai._convert import OUTPUT_TOOLS
 from chatkeep.integrations.pydantic_ai._request import PreparedRequest
 from chatkeep.integrations.pydantic_ai._storage import BRANCHING, Place
+from chatkeep.privacy.streaming import StreamRestorer
 from chatkeep.refs import Ref, require_ref
+from chatkeep.sessions import ChatSession
 
 T = TypeVar("T")
 Scope = str | Ref | None
+#: What the streaming APIs hand an application, finished, to save.
+Streamed = StreamedRunResult[Any, Any] | AgentRun[Any, Any] | AgentRunResultEvent[Any]
 
 #: Conversation heads remembered with their session (what ``read_history`` is handed).
 _HEADS_KEPT = 4096
@@ -88,6 +97,9 @@ class ChatkeepConversationStore(ConversationStore):
                                                          default=None)
         self._heads: OrderedDict[str, str] = OrderedDict()
         self._handed: dict[int, tuple[weakref.ref[Any], str | None]] = {}
+        #: The revision of each conversation handed out, by its newest message (a
+        #: ``run_stream`` result forgets the revision of the conversation it continued).
+        self._revisions: dict[int, tuple[weakref.ref[Any], str]] = {}
 
     # -- the tenant ------------------------------------------------------------------------
 
@@ -128,7 +140,13 @@ class ChatkeepConversationStore(ConversationStore):
                    scope: Scope = None) -> Conversation | None:
         """``ConversationStore.load``; ``scope`` is the tenant."""
         with self._scoped(scope) as named:
-            return await super().load(conversation_id, limit=limit, scope=named)
+            loaded = await super().load(conversation_id, limit=limit, scope=named)
+        if loaded is not None and loaded.messages and loaded.revision is not None:
+            newest, revisions = loaded.messages[-1], self._revisions
+            key = id(newest)
+            revisions[key] = (weakref.ref(newest, lambda _: revisions.pop(key, None)),
+                              loaded.revision)
+        return loaded
 
     async def for_run(self, conversation_id: str, *, scope: Scope = None) -> Conversation:
         """The conversation to pass to a run that has the :class:`ChatkeepHistory`
@@ -146,12 +164,15 @@ class ChatkeepConversationStore(ConversationStore):
         with self._scoped(scope) as named:
             return await super().load_entries(conversation_id, limit=limit, scope=named)
 
-    async def save(self, conversation: Conversation | AgentRunResult[Any], *,
+    async def save(self, conversation: Conversation | AgentRunResult[Any] | Streamed, *,
                    scope: Scope = None) -> list[ConversationEntry]:
         """``ConversationStore.save``; ``scope`` is the tenant. Only a save that extends
-        the stored conversation from its newest message is taken."""
+        the stored conversation from its newest message is taken. Besides a
+        ``Conversation`` and an ``AgentRunResult`` it takes what the streaming APIs give:
+        a finished ``run_stream`` result, an ``iter`` run, the ``AgentRunResultEvent``
+        that ends ``run_stream_events`` (an unfinished one is ``InvalidArgument``)."""
         with self._scoped(scope) as named:
-            return await super().save(conversation, scope=named)
+            return await super().save(self._settled(conversation), scope=named)
 
     async def branch(self, conversation_id: str, *, at: int | None = None,
                      from_entry: str | None = None, expected_revision: str | None,
@@ -249,15 +270,55 @@ class ChatkeepConversationStore(ConversationStore):
                    for ref, kept_in in self._handed.copy().values())
 
     async def prepare_request(self, tenant: Ref, conversation_id: str,
-                              own: Sequence[ModelMessage],
-                              instructions: Sequence[str]) -> PreparedRequest:
+                              own: Sequence[ModelMessage], instructions: Sequence[str],
+                              files: Mapping[str, str] | None = None) -> PreparedRequest:
         """The request for a run of ``conversation_id``: chatkeep's budgeted history of the
         stored conversation, then ``own``, with ``instructions``, all through the
-        session's egress (see :class:`ChatkeepHistory`)."""
+        session's egress (see :class:`ChatkeepHistory`). ``files``: the text of the
+        text-like files it names by URL (``PreparedRequest.unread`` lists those missing)."""
         return await self._run(_prepare, self.place(tenant), conversation_id, list(own),
-                               list(instructions))
+                               list(instructions), dict(files or {}))
+
+    # -- the user's own values back ---------------------------------------------------------
+
+    async def restore(self, conversation_id: str, value: T, *, scope: Scope = None) -> T:
+        """``value`` (a run's output: text, or a structured value) with the real values in
+        place of the conversation's placeholders, for the user to see. Only while the
+        conversation's session redacts; unknown or mangled placeholders stay as written."""
+        return await self._run(_restore, self.tenant_for(scope), conversation_id, value)
+
+    async def restorer(self, conversation_id: str, *, scope: Scope = None) -> StreamRestorer:
+        """A :class:`~chatkeep.privacy.streaming.StreamRestorer` for streamed output of the
+        conversation (``feed`` each text delta, ``flush`` at the end): a placeholder split
+        across deltas comes back whole. It holds the mapping as it is now: make one per
+        model response."""
+        return StreamRestorer(await self.restoring(conversation_id, scope=scope))
+
+    async def restoring(self, conversation_id: str, *,
+                        scope: Scope = None) -> Callable[[str], str]:
+        """A whole-text restore for the conversation, bound to its mapping as it is now
+        (no I/O when called: usable inside an event stream)."""
+        return await self._run(_restoring, self.tenant_for(scope), conversation_id)
 
     # -- plumbing ------------------------------------------------------------------------
+
+    def _settled(self, run: Any) -> Conversation | AgentRunResult[Any]:
+        """What to save for ``run`` (see :func:`settled`). A ``run_stream`` result's
+        conversation lacks the revision of the one it continued, and which of its messages
+        were stored: both are known from the newest message this store handed out with
+        that conversation."""
+        found: Conversation | AgentRunResult[Any] = settled(run)
+        if not isinstance(run, StreamedRunResult) or not isinstance(found, AgentRunResult):
+            return found
+        conversation = found.conversation
+        if conversation.revision is None:
+            for index in range(len(conversation.messages) - 1, -1, -1):
+                message = conversation.messages[index]
+                held = self._revisions.get(id(message))
+                if held is not None and held[0]() is message:
+                    conversation.revision, conversation.new_message_index = held[1], index + 1
+                    break
+        return conversation
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(core, *args)``: on the async keep's bridge, or in this thread."""
@@ -279,8 +340,66 @@ class ChatkeepConversationStore(ConversationStore):
                        message.conversation_id)
 
 
+def settled(run: Any) -> Any:
+    """The ``Conversation`` or ``AgentRunResult`` a streaming API's object stands for
+    (``InvalidArgument`` for one that has not finished, or anything else)."""
+    if isinstance(run, Conversation | AgentRunResult):
+        return run
+    if isinstance(run, StreamedRunResult):
+        try:
+            return run.result
+        except UserError as exc:
+            raise InvalidArgument(f"this run_stream result cannot be saved yet: {exc}") from exc
+    if isinstance(run, AgentRun):
+        if run.result is None:
+            raise InvalidArgument("this agent.iter run has not finished: save it after the "
+                                  "last node (its result is still None)")
+        return run.result
+    if isinstance(run, AgentRunResultEvent):
+        return run.result
+    raise InvalidArgument(f"cannot save a {type(run).__name__}: pass a Conversation, an "
+                          "AgentRunResult, a finished run_stream result or agent.iter run, "
+                          "or the AgentRunResultEvent of run_stream_events")
+
+
 def _prepare(core: Chatkeep, place: Place, key: str, own: list[ModelMessage],
-             instructions: list[str]) -> PreparedRequest:
+             instructions: list[str], files: dict[str, str]) -> PreparedRequest:
     session = _storage.open_session(core, place, key)
     _storage.finish_delete(core, session)
-    return _request.prepare(core, session, own, instructions)
+    return _request.prepare(core, session, own, instructions, files)
+
+
+def _redacting(core: Chatkeep, tenant: Ref, key: str) -> ChatSession | None:
+    session = _storage.find_session(core, tenant, key)
+    return session if session is not None and core.privacy.redacts(session) else None
+
+
+def _restore(core: Chatkeep, tenant: Ref, key: str, value: T) -> T:
+    session = _redacting(core, tenant, key)
+    if session is None or value is None:
+        return value
+    if isinstance(value, str):
+        restored: Any = core.privacy.restore(session, value)
+        return cast(T, restored)
+    data = pydantic_core.to_jsonable_python(value, fallback=str)
+    back = core.privacy.restore_payload(session, data)
+    if back == data:
+        return value
+    if isinstance(value, dict | list):
+        return cast(T, back)
+    return pydantic.TypeAdapter(type(value)).validate_python(back)
+
+
+def _restoring(core: Chatkeep, tenant: Ref, key: str) -> Callable[[str], str]:
+    session = _redacting(core, tenant, key)
+    if session is None:
+        return _unchanged
+    # The mapping is read here, on the keep's own thread or bridge: the function then runs
+    # anywhere (an event loop included) without reading the store again.
+    vault = core.privacy.vault(session)
+    redactor = core.privacy.redactor
+    return lambda text: redactor.restore(text, vault)
+
+
+def _unchanged(text: str) -> str:
+    return text
