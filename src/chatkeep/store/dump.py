@@ -1,12 +1,13 @@
 """A lossless copy of what chatkeep stores, as JSON Lines: ``chatkeep export`` / ``import``.
 
-Every row of the sessions, messages, tool calls, usage ledger, folds and memories, column by
-column: seqs, times, metadata, retractions, the summary and its watermark, the fold and
-distillation state, and each session's placeholder vault still sealed (the key never
-leaves with it). Derived data is left out and rebuilt: memory vectors (``chatkeep memories
-embed``) and the recall cache's stamps. The lines themselves, their checks and the
-trailer are :mod:`chatkeep.store.dump_format`; what an import may create is
-:mod:`chatkeep.store.dump_checks`.
+Every row of the sessions, messages, tool calls, usage ledger, folds, memories and the
+lifecycle's records (legal holds, retention policies, erasures with the ids they removed,
+the lifecycle log), column by column: seqs, times, metadata, retractions, the summary and
+its watermark, the fold and distillation state, and each session's placeholder vault
+still sealed (the key never leaves with it). Derived data is left out and rebuilt:
+memory vectors (``chatkeep memories embed``) and the recall cache's stamps. The lines
+themselves, their checks and the trailer are :mod:`chatkeep.store.dump_format`; what an
+import may create is :mod:`chatkeep.store.dump_checks`.
 
 An export is one consistent cut: one read-only REPEATABLE READ transaction on PostgreSQL,
 one read transaction (a WAL snapshot) on SQLite, streamed (a server-side cursor on
@@ -29,12 +30,12 @@ import errno
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from sqlalchemy import Connection, Engine, Table, exists, func, literal, select, update
+from sqlalchemy import Connection, Engine, Table, exists, func, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from chatkeep.errors import DumpWriteError, InvalidDump, StoreError
@@ -44,6 +45,8 @@ from chatkeep.store.dump_checks import Claims, Ownership
 from chatkeep.store.dump_format import (
     BY_NAME,
     FORMAT,
+    NUMBER_REFS,
+    NUMBERED,
     TABLES,
     Digest,
     decoded,
@@ -52,7 +55,7 @@ from chatkeep.store.dump_format import (
     line,
     parse_header,
 )
-from chatkeep.store.schema import chat_sessions, chat_usage, memories, ref_filter
+from chatkeep.store.schema import chat_sessions, ref_filter
 
 __all__ = ["FORMAT", "TABLES", "dump_lines", "restore_file", "restore_lines", "write_dump"]
 
@@ -66,7 +69,7 @@ Progress = Callable[[str, int], None]
 # -- export -----------------------------------------------------------------------------
 
 def dump_lines(engine: Engine, schema: str, tenant: Ref | None = None, *,
-               batch: int = BATCH) -> Iterator[bytes]:
+               batch: int = BATCH) -> Generator[bytes, None, None]:
     """The dump of ``engine``'s database (only ``tenant``'s rows when given), line by
     line as UTF-8 bytes, header first and trailer last: all of it read in one snapshot,
     ``batch`` rows per round trip."""
@@ -98,32 +101,45 @@ def _snapshot(engine: Engine, batch: int) -> Iterator[Connection]:
 
 
 def _query(table: Table, tenant: Ref | None) -> Any:
-    if table is memories:
-        return _memories_query(tenant)
-    query = select(table).order_by(*table.primary_key.columns)
-    return query if tenant is None else query.where(_of_tenant(table, tenant))
+    """``table``'s rows (``tenant``'s only when given) in primary-key order; a numbered
+    table's with their number ``n``, and each column naming a numbered row with that
+    row's number ``<column>_n``."""
+    refs = [(column, BY_NAME[target]) for (name, column), target in NUMBER_REFS.items()
+            if name == table.name]
+    if table.name not in NUMBERED and not refs:
+        query = select(table).order_by(*table.primary_key.columns)
+        return query if tenant is None else query.where(_of_tenant(table, tenant))
+    base: Any = _numbered(table, tenant) if table.name in NUMBERED else table
+    picked: list[Any] = [base]
+    joined = base
+    for column, target in refs:
+        other = _numbered(target, tenant).alias(f"{column}_target")
+        picked.append(other.c.n.label(f"{column}_n"))
+        joined = joined.outerjoin(other, other.c.id == base.c[column])
+    query = select(*picked).select_from(joined).order_by(base.c.id)
+    if base is table and tenant is not None:
+        query = query.where(_of_tenant(table, tenant))
+    return query
 
 
-def _memories_query(tenant: Ref | None) -> Any:
-    """Memories in id order, each with its number in the dump and its successor's."""
-    inner = select(memories, func.row_number().over(order_by=memories.c.id).label("n"))
+def _numbered(table: Table, tenant: Ref | None) -> Any:
+    """``table``'s rows with their number in the dump (1, 2, ... in id order)."""
+    inner = select(table, func.row_number().over(order_by=table.c.id).label("n"))
     if tenant is not None:
-        inner = inner.where(ref_filter(memories, "tenant", tenant))
-    numbered = inner.cte("numbered")
-    successor = numbered.alias("successor")
-    return (select(numbered, successor.c.n.label("successor_n"))
-            .select_from(numbered.outerjoin(successor,
-                                            successor.c.id == numbered.c.superseded_by))
-            .order_by(numbered.c.id))
+        inner = inner.where(_of_tenant(table, tenant))
+    return inner.subquery(f"{table.name}_numbered")
 
 
 def _exported(table: Table, row: Any) -> dict[str, Any]:
     out = encoded(table, row)
-    if table is memories:
+    if table.name in NUMBERED:
         out["id"] = row["n"]
-        if row["superseded_by"] is not None:
-            # Its successor may be gone (erased): superseded by itself keeps it retired.
-            out["superseded_by"] = row["successor_n"] or row["n"]
+    for (name, column), target in NUMBER_REFS.items():
+        if name == table.name and row[column] is not None:
+            # The row it names may be gone (an erased successor): a memory superseded by
+            # itself stays retired; a log line's hold is then unknown.
+            own = row["n"] if target == name else None
+            out[column] = row[f"{column}_n"] or own
     return out
 
 
@@ -309,8 +325,7 @@ def _write(engine: Engine, lines: Iterable[bytes], schema: str, progress: Progre
                 table, row = item
                 assert ownership is not None
                 _admit(ownership, table, row, done)
-                if table is chat_sessions or table is memories:
-                    writer.pending_claims = ownership.claims()
+                writer.pending_claims = ownership.claims()
                 writer.add(table, row)
                 counts[table.name] += 1
                 done += 1
@@ -319,7 +334,7 @@ def _write(engine: Engine, lines: Iterable[bytes], schema: str, progress: Progre
             assert ownership is not None
             writer.pending_claims = ownership.finish()
             writer.flush()
-            writer.link_successors()
+            writer.link()
             if checked is not None and digest.hexdigest() != checked.digest:
                 raise InvalidDump("the dump changed while it was being imported; nothing "
                                   "was restored")
@@ -331,55 +346,61 @@ def _write(engine: Engine, lines: Iterable[bytes], schema: str, progress: Progre
 
 class _Writer:
     """Rows buffered per table and inserted ``BATCH`` at a time (``executemany``); the
-    claims of what was buffered are checked against the database before each insert."""
+    claims of what was buffered are checked against the database before each insert. A
+    numbered row gets its database id (``RETURNING``, in order), and a column naming one
+    gets that id; a memory's successor comes later, so it is linked at the end."""
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
         self._table: Table | None = None
         self._rows: list[dict[str, Any]] = []
-        self._memory_ids: dict[int, int] = {}  # the dump's number -> the database's id
-        self._successors: list[tuple[int, int]] = []
+        self._ids: dict[str, dict[int, int]] = {name: {} for name in NUMBERED}
+        self._later: list[tuple[Table, str, int, int]] = []  # table, column, row, target
         self._checked = Claims(frozenset(), frozenset(), frozenset())
         self.pending_claims = self._checked
 
     def add(self, table: Table, row: dict[str, Any]) -> None:
+        """Buffer ``row`` (checked and admitted), flushing the batch before it if full."""
         if table is not self._table or len(self._rows) >= BATCH:
             self.flush()
             self._table = table
-        if table is memories:
-            number = row.pop("id")
-            if row["superseded_by"] is not None:
-                self._successors.append((number, row["superseded_by"]))
-                row["superseded_by"] = 0  # retired from the start; linked below
-            row["_number"] = number
+        for (name, column), target in NUMBER_REFS.items():
+            if name != table.name or row[column] is None:
+                continue
+            if target == name:
+                self._later.append((table, column, row["id"], row[column]))
+                row[column] = 0  # retired from the start (no row has id 0); linked below
+            else:
+                row[column] = self._ids[target][row[column]]
         self._rows.append(row)
 
     def flush(self) -> None:
+        """Insert the buffered rows (after checking what they claim)."""
         if not self._rows:
             return
         claims = self.pending_claims
-        new = Claims(claims.sessions - self._checked.sessions,
-                     claims.tenants - self._checked.tenants,
-                     claims.sources - self._checked.sources)
-        _refuse_held_in(self._conn, new)
+        _refuse_held_in(self._conn, Claims(claims.sessions - self._checked.sessions,
+                                           claims.tenants - self._checked.tenants,
+                                           claims.sources - self._checked.sources))
         self._checked = claims
         table, rows = self._table, self._rows
         self._rows = []
         assert table is not None
-        if table is memories:
-            numbers = [row.pop("_number") for row in rows]
+        if table.name in NUMBERED:
+            numbers = [row.pop("id") for row in rows]
             ids = self._conn.execute(
-                memories.insert().returning(memories.c.id, sort_by_parameter_order=True),
+                table.insert().returning(table.c.id, sort_by_parameter_order=True),
                 rows).scalars().all()
-            self._memory_ids.update(zip(numbers, ids, strict=True))
+            self._ids[table.name].update(zip(numbers, ids, strict=True))
         else:
             self._conn.execute(table.insert(), rows)
 
-    def link_successors(self) -> None:
-        for number, successor in self._successors:
-            self._conn.execute(update(memories)
-                               .where(memories.c.id == self._memory_ids[number])
-                               .values(superseded_by=self._memory_ids[successor]))
+    def link(self) -> None:
+        """Point each column naming a later row at that row's database id."""
+        for table, column, number, target in self._later:
+            ids = self._ids[table.name]
+            self._conn.execute(update(table).where(table.c.id == ids[number])
+                               .values({column: ids[target]}))
 
 
 def _refuse_held(engine: Engine, claims: Claims) -> None:
@@ -391,8 +412,8 @@ def _refuse_held_in(conn: Connection, claims: Claims) -> None:
     """Refuse a restore into a database that holds any of the dump's sessions, any row of
     its tenants, or a session its memories name but it does not carry."""
     for ids, what in ((claims.sessions, "sessions of this dump"),
-                      (claims.sources, "a session this dump's memories name as their "
-                                       "source")):
+                      (claims.sources, "a session this dump's memories or holds name "
+                                       "but it does not carry")):
         ordered = sorted(ids)
         for start in range(0, len(ordered), _CHUNK):
             held = conn.execute(select(chat_sessions.c.id).where(
@@ -402,10 +423,9 @@ def _refuse_held_in(conn: Connection, claims: Claims) -> None:
                                   "import only creates; restore into a database without "
                                   "them")
     for tenant in sorted(claims.tenants, key=lambda ref: (ref.type, ref.id_text)):
-        held = conn.execute(select(literal(1)).where(
-            exists().where(ref_filter(chat_sessions, "tenant", tenant))
-            | exists().where(ref_filter(memories, "tenant", tenant))
-            | exists().where(ref_filter(chat_usage, "tenant", tenant)))).first()
+        held = conn.execute(select(literal(1)).where(or_(*(
+            exists().where(ref_filter(table, "tenant", tenant))
+            for table in TABLES if "tenant_type" in table.columns)))).first()
         if held is not None:
             raise InvalidDump(f"the database already holds rows of tenant {tenant}: an "
                               "import creates a tenant's sessions and memories, never "

@@ -1,9 +1,11 @@
 """What a restore may create: only what the dump itself owns, whole and consistent.
 
 An import creates; it never merges. Every message, tool call, usage line and fold must
-belong to a session row of the same dump; a usage line bills its session's tenant; a
-memory's source session, when the dump holds it, is of the memory's tenant; a tenant's
-dump holds that tenant's rows alone. Each session is consistent as the store keeps it
+belong to a session row of the same dump (a usage line of a deleted session, to one of
+the dump's tenants); a usage line bills its session's tenant; a memory's or a hold's
+session, when the dump holds it, is of the same tenant, else the database must not hold
+it either; an erased item belongs to an erasure of the dump; a tenant's dump holds that
+tenant's rows alone. Each session is consistent as the store keeps it
 (its ``total_tokens`` is the sum of its usage lines, its seqs rise and end at or below
 ``last_seq``), and a session whose placeholder vault is stored was redacted, so it stays
 ``pii_protected``: a dump cannot import a protected conversation with its protection off.
@@ -21,7 +23,10 @@ from typing import Any
 
 from chatkeep.errors import InvalidDump
 from chatkeep.refs import Ref
-from chatkeep.store.dump_format import row_ref
+from chatkeep.store.dump_format import NUMBERED, row_ref
+
+_SESSION_CHILDREN = frozenset({"chat_messages", "chat_tool_calls", "chat_usage",
+                               "chat_folds"})
 
 
 @dataclass(slots=True)
@@ -52,17 +57,22 @@ class Ownership:
     _sessions: dict[str, _Session] = field(default_factory=dict)
     _tenants: set[Ref] = field(default_factory=set)
     _sources: set[str] = field(default_factory=set)
-    _memories: int = 0
+    _numbers: dict[str, int] = field(default_factory=dict)
     _successor: int = 0
+    _erasures: dict[str, Ref] = field(default_factory=dict)
 
     def admit(self, table: str, row: dict[str, Any]) -> None:
         """Refuse ``row`` (decoded, of ``table``) unless the dump owns it."""
+        if table in NUMBERED:
+            self._number(table, row)
         if table == "chat_sessions":
             self._session(row)
         elif table == "memories":
             self._memory(row)
-        else:
+        elif table in _SESSION_CHILDREN:
             self._child(table, row)
+        else:
+            self._lifecycle(table, row)
 
     def finish(self) -> Claims:
         """The end-of-dump checks; then what the database must not hold."""
@@ -71,9 +81,10 @@ class Ownership:
                 raise InvalidDump(f"session {session_id}: total_tokens "
                                   f"{session.total_tokens} is not the sum of its usage "
                                   f"lines ({session.usage})")
-        if self._successor > self._memories:
+        held = self._numbers.get("memories", 0)
+        if self._successor > held:
             raise InvalidDump(f"memories: superseded_by names memory {self._successor} of "
-                              f"a dump holding {self._memories}")
+                              f"a dump holding {held}")
         return self.claims()
 
     def claims(self) -> Claims:
@@ -114,7 +125,20 @@ class Ownership:
                               "it did not bring)")
         return session
 
+    def _number(self, table: str, row: dict[str, Any]) -> None:
+        number = self._numbers.get(table, 0) + 1
+        if row["id"] != number:
+            raise InvalidDump(f"{table}: the dump numbers its rows 1, 2, ...; row "
+                              f"{row['id']} came where {number} belongs")
+        self._numbers[table] = number
+
     def _child(self, table: str, row: dict[str, Any]) -> None:
+        if table == "chat_usage" and row["session_id"] is None:
+            # A deleted session's line: the ledger keeps its numbers, billed to its tenant.
+            tenant = row_ref(row, "tenant", "chat_usage.tenant")
+            assert tenant is not None
+            self._own_tenant(tenant, "a usage line")
+            return
         session = self._parent(table, row)
         where = f"{table} of session {row['session_id']}"
         if table == "chat_messages":
@@ -138,25 +162,43 @@ class Ownership:
                 not 1 <= row["from_seq"] <= row["through_seq"] <= session.last_seq:
             raise InvalidDump(f"{where}: a fold of seqs the session does not have")
 
+    def _lifecycle(self, table: str, row: dict[str, Any]) -> None:
+        """Holds, retention policies, erasures and their log: the tenant's own records."""
+        tenant = row_ref(row, "tenant", f"{table}.tenant")
+        assert tenant is not None
+        self._own_tenant(tenant, f"a row of {table}")
+        if table == "chat_erasures":
+            if row["id"] in self._erasures:
+                raise InvalidDump(f"erasure {row['id']} appears twice")
+            self._erasures[row["id"]] = tenant
+        elif table == "chat_erased_items" and self._erasures.get(row["erasure_id"]) != tenant:
+            raise InvalidDump(f"chat_erased_items: an item of erasure {row['erasure_id']}, "
+                              "which the dump does not create for this tenant")
+        elif table == "chat_holds" and row["session_id"] is not None:
+            self._source(row["session_id"], tenant, f"hold {row['id']}")
+        elif table == "chat_lifecycle_log" and row["hold_id"] is not None and \
+                not 1 <= row["hold_id"] <= self._numbers.get("chat_holds", 0):
+            raise InvalidDump(f"chat_lifecycle_log: names hold {row['hold_id']}, which the "
+                              "dump does not create before it")
+
+    def _source(self, session_id: str, tenant: Ref, where: str) -> None:
+        """A session a row names without a foreign key: the dump's own, of the same
+        tenant, or one the database must not hold either."""
+        session = self._sessions.get(session_id)
+        if session is None:
+            self._sources.add(session_id)
+        elif session.tenant != tenant:
+            raise InvalidDump(f"{where} of tenant {tenant} names session {session_id} of "
+                              f"tenant {session.tenant}")
+
     def _memory(self, row: dict[str, Any]) -> None:
         tenant = row_ref(row, "tenant", "memories.tenant")
         assert tenant is not None
         self._own_tenant(tenant, f"memory {row['id']}")
-        self._memories += 1
-        if row["id"] != self._memories:
-            raise InvalidDump(f"memories: the dump numbers its memories 1, 2, ...; "
-                              f"memory {row['id']} came where {self._memories} belongs")
         successor = row["superseded_by"]
         if successor is not None:
             if successor < 1:
                 raise InvalidDump(f"memory {row['id']}: superseded_by must be at least 1")
             self._successor = max(self._successor, successor)
-        source = row["source_session_id"]
-        if source is None:
-            return
-        session = self._sessions.get(source)
-        if session is None:
-            self._sources.add(source)
-        elif session.tenant != tenant:
-            raise InvalidDump(f"memory {row['id']} of tenant {tenant} names a source "
-                              f"session of tenant {session.tenant}")
+        if row["source_session_id"] is not None:
+            self._source(row["source_session_id"], tenant, f"memory {row['id']}")

@@ -6,11 +6,12 @@ one line per row ``{"table": NAME, "row": {COLUMN: VALUE}}``, and a trailer
 every line before it. A dump without its trailer was cut short; one whose counts or
 digest disagree was edited. Both are refused (:class:`chatkeep.errors.InvalidDump`).
 
-Rows carry no surrogate ids: a message is its session and seq, a usage line or a fold is
-its session and time, so a dump imports into a database that already holds other
-tenants (their serial ids would collide). Memories keep a dump-local number in ``id``
-(1, 2, ... in the order they were written) so that ``superseded_by`` can name a
-successor; a restore gives each its database id.
+Rows carry no surrogate ids: a message is its session and seq, a usage line, a fold or a
+lifecycle log line is its place in the dump, so a dump imports into a database that
+already holds other tenants (their serial ids would collide). Memories and legal holds,
+which other rows name, keep a dump-local number in ``id`` (1, 2, ... in the order they
+were written), and ``superseded_by`` / ``hold_id`` hold that number; a restore gives
+each its database id. Session and erasure ids are UUIDs and stay.
 
 Every value is checked as the API checks its input (:mod:`chatkeep.validation`): the
 type of its column, its length, no NUL character, tz-aware times, JSON objects where the
@@ -32,8 +33,13 @@ from chatkeep.errors import ChatkeepError, InvalidDump
 from chatkeep.refs import Ref
 from chatkeep.store.rows import as_utc
 from chatkeep.store.schema import (
+    chat_erased_items,
+    chat_erasures,
     chat_folds,
+    chat_holds,
+    chat_lifecycle_log,
     chat_messages,
+    chat_retention,
     chat_sessions,
     chat_tool_calls,
     chat_usage,
@@ -52,18 +58,27 @@ from chatkeep.validation import (
 FORMAT = "chatkeep.dump/2"
 """The format a dump's header names (``chatkeep.dump/1`` had no trailer and kept ids)."""
 TABLES: tuple[Table, ...] = (chat_sessions, chat_messages, chat_tool_calls, chat_usage,
-                             chat_folds, memories)
+                             chat_folds, memories, chat_holds, chat_retention, chat_erasures,
+                             chat_erased_items, chat_lifecycle_log)
 """What a dump holds, parents first (a restore inserts in this order)."""
 DERIVED = ("memory_vectors",)
 """Tables a dump leaves out because they are rebuilt from the others."""
 BY_NAME = {table.name: table for table in TABLES}
-WITHOUT_ID = frozenset({"chat_messages", "chat_usage", "chat_folds"})
+WITHOUT_ID = frozenset({"chat_messages", "chat_usage", "chat_folds", "chat_lifecycle_log"})
 """Tables whose serial ``id`` a dump leaves out (the importing database hands out its own)."""
+NUMBERED = frozenset({"memories", "chat_holds"})
+"""Tables whose serial ``id`` other rows name: in a dump it is the row's number (1, 2, ...)."""
+NUMBER_REFS = {("memories", "superseded_by"): "memories",
+               ("chat_lifecycle_log", "hold_id"): "chat_holds"}
+"""Columns naming a row of a numbered table: in a dump they hold its number."""
 ROLES = frozenset({"user", "assistant", "tool", "system"})
 PURPOSES = frozenset({"chat", "summary", "distil", "manual"})
 SCOPES = frozenset({"tenant", "subject", "personal"})
 _REFS = {"chat_sessions": ("tenant", "actor", "subject"), "chat_usage": ("tenant",),
-         "memories": ("tenant", "subject", "actor")}
+         "memories": ("tenant", "subject", "actor"),
+         "chat_holds": ("tenant", "actor", "subject"), "chat_retention": ("tenant",),
+         "chat_erasures": ("tenant",), "chat_erased_items": ("tenant",),
+         "chat_lifecycle_log": ("tenant",)}
 
 
 def columns(table: Table) -> frozenset[str]:
@@ -211,6 +226,8 @@ def _value(kind: Any, value: Any, where: str, *, nullable: bool) -> Any:
 def _check_shape(table: Table, row: dict[str, Any]) -> None:
     """What a column's type alone does not say: refs, roles, ids, JSON shapes."""
     name = table.name
+    if name in NUMBERED and row["id"] < 1:
+        raise InvalidDump(f"{name}.id (the dump's own number) must be at least 1")
     for prefix in _REFS.get(name, ()):
         row_ref(row, prefix, f"{name}.{prefix}")
     if name == "chat_sessions":
@@ -222,6 +239,9 @@ def _check_shape(table: Table, row: dict[str, Any]) -> None:
             raise InvalidDump("chat_sessions.metadata must be a JSON object")
     elif name == "chat_messages":
         _check_message(row)
+    elif name in ("chat_erasures", "chat_lifecycle_log") and \
+            not isinstance(row["counts"], dict):
+        raise InvalidDump(f"{name}.counts must be a JSON object")
     elif name == "chat_usage" and row["purpose"] not in PURPOSES:
         raise InvalidDump(f"chat_usage.purpose must be one of {sorted(PURPOSES)}, "
                           f"got {row['purpose']!r}")
@@ -234,8 +254,6 @@ def _check_shape(table: Table, row: dict[str, Any]) -> None:
                 not row["scope_key"].startswith(row["scope"]):
             raise InvalidDump(f"memories: a {row['scope']} memory with the references or "
                               f"scope key of another scope ({row['scope_key']!r})")
-        if row["id"] < 1:
-            raise InvalidDump("memories.id (the dump's own number) must be at least 1")
 
 
 def _check_message(row: dict[str, Any]) -> None:
