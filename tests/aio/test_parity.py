@@ -30,6 +30,8 @@ PAIRS = [(Chatkeep, AsyncChatkeep), (ChatSession, AsyncChatSession),
          (MemoryService, AsyncMemoryService), (PrivacyGuard, AsyncPrivacyGuard)]
 #: Sync methods with no async twin, and why.
 NOT_TWINNED = {
+    "round": "a step-by-step object over the sync core: framework adapters drive it inside "
+             "the bridge (the async keep runs their flows there)",
     "job_handlers": "the async keep's jobs are the core's, run through the bridge",
     "for_session": "returns the core's text filter, used inside the core only",
     "adopt_row": "the core's compressor hands its session a row; the twin reads the core's",

@@ -23,25 +23,26 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Literal, Protocol, TypeVar, overload
+from typing import Any, Literal, Protocol, overload
 
 from chatkeep.config import ChatConfig
-from chatkeep.errors import ChatkeepError, InvalidArgument, ModelError, PrivacyError
+from chatkeep.errors import InvalidArgument, ModelError
 from chatkeep.formats import AnthropicHistory, History, HistoryInfo, get_format
 from chatkeep.formats.openai_chat import ChatHistory
 from chatkeep.formats.openai_responses import ResponsesHistory
 from chatkeep.history.clip import redact_then_clip
-from chatkeep.history.plan import HistoryPlan, plan_history, previous_texts
+from chatkeep.history.plan import plan_history, previous_texts
+from chatkeep.history.round import HistoryRound, LostRace, RetryPolicy, scrubbed
 from chatkeep.history.summarizers.base import StructuredSummarizer, Summarizer, SummaryResult
 from chatkeep.history.summarizers.extractive import ExtractiveSummarizer
 from chatkeep.history.summarizers.llm import LLMSummarizer
 from chatkeep.history.summary import StructuredSummary, through_filter
 from chatkeep.llm.adapt import as_chat_model
 from chatkeep.messages import Message
-from chatkeep.privacy.egress import OPEN, WITHHELD_NOTE, Egress, bound
+from chatkeep.privacy.egress import OPEN, Egress, bound
 from chatkeep.privacy.filters import OutboundFilter
 from chatkeep.sessions import ChatSession
-from chatkeep.store.repository import Repository, SessionRow
+from chatkeep.store.repository import Repository
 from chatkeep.store.rows import utcnow
 from chatkeep.tokens import HeuristicCounter, TokenCounter
 from chatkeep.validation import text_problem
@@ -49,7 +50,6 @@ from chatkeep.validation import text_problem
 log = logging.getLogger("chatkeep.history")
 
 MEMORY_HEADER = "\n\nWhat you remember that applies to this conversation:\n"
-MAX_CAS_ATTEMPTS = 4
 #: Tokens reserved in each summarizer call for its instructions and framing.
 SUMMARY_PROMPT_RESERVE = 400
 
@@ -71,44 +71,6 @@ class RecalledMemory(Protocol):
 
 CompressHook = Callable[[ChatSession], None]
 MemoryProvider = Callable[[ChatSession], Sequence[str | RecalledMemory]]
-
-
-class _VaultRace:
-    """Another writer stored the session's placeholder mapping first: plan again."""
-
-
-VAULT_RACE = _VaultRace()
-#: Plans in a row that may lose the vault's compare-and-set before ``build_history`` gives up.
-MAX_VAULT_ATTEMPTS = 8
-
-
-def _vault_race(session: ChatSession, races: int) -> int:
-    """Count one lost race on the vault; past ``MAX_VAULT_ATTEMPTS``, fail closed."""
-    races += 1
-    if races >= MAX_VAULT_ATTEMPTS:
-        raise PrivacyError(f"session {session.id}: could not store the placeholder mapping "
-                           f"after {MAX_VAULT_ATTEMPTS} attempts; nothing was sent")
-    log.info("session %s: another writer stored placeholders first; planning again",
-             session.id)
-    return races
-
-
-H = TypeVar("H", bound=History[Any])
-
-
-def _scrubbed(history: H, egress: Egress, session: ChatSession) -> H:
-    """``history`` as it may leave: its messages and its system text (Anthropic) scrubbed in
-    one body, so a value detected anywhere in the request is redacted everywhere in it;
-    signed blocks withheld are counted in ``info.withheld``."""
-    system = getattr(history, "system", None)
-    body: dict[str, Any] = egress.scrub({"system": system, "messages": list(history)})
-    history[:] = body["messages"]
-    if isinstance(system, str):
-        history.system = body["system"]  # type: ignore[attr-defined]
-    if egress.withheld:
-        log.warning("session %s: %s (%d)", session.id, WITHHELD_NOTE, egress.withheld)
-        history.info = dataclasses.replace(history.info, withheld=egress.withheld)
-    return history
 
 
 class HistoryCompressor:
@@ -188,7 +150,35 @@ class HistoryCompressor:
         ``InvalidArgument``. Fails closed on privacy:
         if the session redacts and redaction cannot run, ``PrivacyError`` is raised.
         """
-        return self._build_replay(session, system_prompt, memories=memories, format=format)
+        return self.round(session, system_prompt, memories=memories, format=format).build()
+
+    def round(self, session: ChatSession, system_prompt: str, *,
+              memories: Sequence[str] | None = None, format: str = "openai_chat",
+              keep_closed_tool_turns: bool = False, allow_fold: bool = True,
+              policy: RetryPolicy | None = None) -> HistoryRound:
+        """The round that builds one request for ``session``
+        (:class:`~chatkeep.history.round.HistoryRound`: ``prepare``, render, ``commit``,
+        or ``run`` / ``build`` to drive it), for a caller that renders its own body (a
+        framework adapter). Memories are recalled here, once, as ``build_history`` does
+        (pass ``memories=[]`` for none). ``keep_closed_tool_turns`` replays every live
+        message as recorded, closed turns' tool calls, results and reasoning included,
+        and never raises ``IncompleteToolTurn`` (what a framework's own session returns,
+        for an integration such as ``ChatkeepSession``; see ``plan_history``).
+        ``allow_fold=False`` plans without folding. Arguments of the wrong type are
+        ``InvalidArgument``."""
+        get_format(format)
+        _check_session(session)
+        _check_system_prompt(system_prompt)
+        _check_memories(memories)
+        recalled: Sequence[str | RecalledMemory] | None = memories
+        if memories is None and self.memory_provider is not None:
+            self._learn(session)
+            recalled = self._recall(session)
+        texts = [m if isinstance(m, str) else m.content for m in recalled or ()]
+        return HistoryRound(self, session, _with_memories(system_prompt, texts),
+                            format=format, recalled=recalled or (),
+                            keep_closed_tool_turns=keep_closed_tool_turns,
+                            allow_fold=allow_fold, policy=policy)
 
     @overload
     def preview_history(self, session: ChatSession, system_prompt: str, *,
@@ -234,102 +224,14 @@ class HistoryCompressor:
         info = HistoryInfo(plan.tokens, self.config.max_history_tokens,
                            over_budget_reason=plan.over_budget_reason, clipped=plan.clipped,
                            format=format, preview=True, would_fold=len(plan.fold))
-        return _scrubbed(wire.to_wire(outgoing, info), egress, session)
+        return scrubbed(wire.to_wire(outgoing, info), egress, session)
 
     def _build_replay(self, session: ChatSession, system_prompt: str, *,
                       memories: Sequence[str] | None = None, format: str = "openai_chat",
                       keep_closed_tool_turns: bool = False) -> History[Any]:
-        """``build_history`` with the replay rule as a parameter: ``keep_closed_tool_turns``
-        replays every live message as recorded, closed turns' tool calls, results and
-        reasoning included, and never raises ``IncompleteToolTurn`` (what a framework's own
-        session returns, for an integration such as ``ChatkeepSession``; see
-        ``plan_history``). Redaction, clipping, the budget and folding apply as always."""
-        wire = get_format(format)
-        _check_session(session)
-        _check_system_prompt(system_prompt)
-        _check_memories(memories)
-        recalled: Sequence[str | RecalledMemory] | None = memories
-        if memories is None and self.memory_provider is not None:
-            self._learn(session)
-            recalled = self._recall(session)
-        texts = [m if isinstance(m, str) else m.content for m in recalled or ()]
-        known = [m.sealed_pii for m in recalled or () if not isinstance(m, str)]
-        repository = self._repository_for(session)
-        lost_races = vault_races = 0
-        compressed = summary_failed = False
-        deferred: str | None = None
-        while True:
-            # Re-read first: the switches, summary and watermark may have moved elsewhere.
-            row, pinned_before, messages = repository.read_history(session.id)
-            session.adopt_row(row)
-            egress = self._egress(session, known)
-            previous = self._model_summary(session, row.summary, egress)
-            plan = plan_history(
-                system_text=egress(_with_memories(system_prompt, texts)),
-                pinned_before=pinned_before,
-                summary=(previous.render() or None) if previous else None,
-                messages=messages, config=self.config,
-                counter=self.counter, redact=egress, format=format,
-                # Fold once per call; after losing several races, replay what is stored.
-                allow_fold=not compressed and not summary_failed and deferred is None
-                and lost_races < MAX_CAS_ATTEMPTS,
-                keep_closed_tool_turns=keep_closed_tool_turns)
-            if not plan.fold:
-                outgoing = dataclasses.replace(plan.outgoing,
-                                               summary_role=self.config.summary_role)
-                history = _scrubbed(wire.to_wire(outgoing, self._info(
-                    session, plan, format, compressed=compressed,
-                    summary_failed=summary_failed, deferred=deferred)), egress, session)
-                if egress.flush():
-                    return history
-                vault_races = _vault_race(session, vault_races)
-                continue
-            # Claim the fold before paying for it: concurrent callers of one session make
-            # one summarizer call per fold, not one each (issue 22).
-            lease = repository.claim_fold(session.id, row.summary_version,
-                                          timedelta(seconds=self.config.fold_lease))
-            if lease is None:
-                now_row = repository.get_session(session.id)
-                if now_row.summary_version != row.summary_version:
-                    lost_races += 1  # another caller folded meanwhile: plan again
-                    continue
-                deferred = _why_deferred(now_row)
-                log.info("session %s: not folding now: %s", session.id, deferred)
-                continue
-            try:
-                folded = self._summarize(session, previous, plan.fold, egress)
-            except BaseException:
-                _release_quietly(repository, session.id, lease)
-                raise
-            if isinstance(folded, _VaultRace):
-                repository.release_fold(session.id, lease)
-                vault_races = _vault_race(session, vault_races)
-                continue
-            if folded is None:
-                repository.release_fold(session.id, lease,
-                                        retry_at=self._retry_at(row.fold_failures + 1))
-                summary_failed = True
-                continue
-            summary, through, cost = folded
-            try:
-                text = self._stored_form(session, summary)
-                new_row = repository.compare_and_set_summary(
-                    session.id, row.summary_version, text, through,
-                    fold={"from_seq": row.summary_watermark + 1, **cost})
-            except BaseException:
-                _release_quietly(repository, session.id, lease)
-                raise
-            if new_row is None:
-                repository.release_fold(session.id, lease)
-                log.info("session %s: another caller compressed first; re-reading", session.id)
-                lost_races += 1
-                continue
-            session.adopt_row(new_row)
-            compressed = True
-            log.info("session %s: folded %d messages, watermark %d -> %d", session.id,
-                     len([m for m in plan.fold if m.seq <= through]), row.summary_watermark,
-                     new_row.summary_watermark)
-            self._after_compress(session)
+        """Kept while the Agents SDK adapter moves to :meth:`round`."""
+        return self.round(session, system_prompt, memories=memories, format=format,
+                          keep_closed_tool_turns=keep_closed_tool_turns).build()
 
     def _repository_for(self, session: ChatSession) -> Repository:
         """Where ``session``'s history is read and its summary stored."""
@@ -340,23 +242,6 @@ class HistoryCompressor:
         delay = min(self.config.fold_retry_after * 2.0 ** (failures - 1),
                     self.config.fold_retry_max)
         return utcnow() + timedelta(seconds=delay)
-
-    def _info(self, session: ChatSession, plan: HistoryPlan, format: str, *,
-              compressed: bool, summary_failed: bool,
-              deferred: str | None = None) -> HistoryInfo:
-        reason = plan.over_budget_reason
-        if reason is not None:
-            if summary_failed:
-                reason = f"{reason} (the summarizer failed; the previous summary was kept)"
-            elif deferred is not None:
-                reason = f"{reason} (not folded now: {deferred})"
-            log.warning("session %s: history over budget: %s", session.id, reason)
-        retry_at = session.row.fold_retry_at
-        return HistoryInfo(plan.tokens, self.config.max_history_tokens, compressed,
-                           summary_failed, reason, plan.clipped, format,
-                           fold_deferred=deferred if reason is not None else None,
-                           fold_retry_at=retry_at if retry_at and retry_at > utcnow()
-                           else None)
 
     def _egress(self, session: ChatSession, known: Sequence[str | None] = ()) -> Egress:
         if self.outbound_filter is None:
@@ -409,12 +294,12 @@ class HistoryCompressor:
 
     def _summarize(self, session: ChatSession, previous: StructuredSummary | None,
                    fold: Sequence[Message], egress: Egress
-                   ) -> tuple[StructuredSummary, int, dict[str, Any]] | _VaultRace | None:
+                   ) -> tuple[StructuredSummary, int, dict[str, Any]] | LostRace | None:
         """Fold ``fold`` chunk by chunk; returns the new summary and the seq it covers, or
         ``None`` when the first chunk failed. A later chunk's failure keeps what the earlier
         ones folded (the watermark stops there), so progress is never thrown away. The
-        placeholders of every chunk are stored before the first call (``VAULT_RACE`` when
-        another writer stored first: the caller plans again), and each call goes out
+        placeholders of every chunk are stored before the first call (``LostRace("vault")``
+        when another writer stored first: the caller plans again), and each call goes out
         through ``egress``."""
         summary, through = previous, 0
         calls = prompt_tokens = completion_tokens = 0
@@ -422,7 +307,7 @@ class HistoryCompressor:
         limit = self.config.summary_limit
         chunks = self._chunks(fold, egress)
         if not egress.flush():
-            return VAULT_RACE
+            return LostRace("vault")
         for chunk in chunks:
             try:
                 with bound(egress):
@@ -510,25 +395,6 @@ def _check_session(session: object) -> None:
     if not isinstance(session, ChatSession) and not hasattr(session, "repository"):
         raise InvalidArgument("session must be a chat session (from keep.sessions), "
                               f"got {type(session).__name__}")
-
-
-def _release_quietly(repository: Repository, session_id: str, lease: datetime) -> None:
-    """Give the claim back on the way out of a failure; if the store cannot be reached
-    either, the lease simply ends on its own (the original error is what the caller sees)."""
-    try:
-        repository.release_fold(session_id, lease)
-    except ChatkeepError as exc:
-        log.info("session %s: could not give the fold's claim back (%s); it ends with "
-                 "its lease", session_id, exc)
-
-
-def _why_deferred(row: SessionRow) -> str:
-    """Why the fold a caller planned is not its to make now."""
-    if row.fold_retry_at is not None and row.fold_retry_at > utcnow():
-        return (f"backing off after {row.fold_failures} failed fold"
-                f"{'s' if row.fold_failures != 1 else ''} until "
-                f"{row.fold_retry_at.isoformat(timespec='seconds')}")
-    return "another caller is folding this session"
 
 
 def _check_system_prompt(system_prompt: object) -> None:

@@ -1,0 +1,341 @@
+"""One history round: read and plan, then store, or a named reason to plan again.
+
+Every request chatkeep builds (``build_history`` in each format, the framework adapters)
+is one round over a session. :meth:`HistoryRound.prepare` re-reads the session's row and
+the messages after its watermark and asks the planner (:func:`~chatkeep.history.plan.
+plan_history`) what goes out; the caller renders its body from that plan, through the
+plan's egress; :meth:`HistoryRound.commit` then does the one write the plan needs (the
+fold: claim, summarize, compare-and-set; or just storing new placeholders) and answers
+with an outcome value:
+
+* :class:`Ready`: the body may leave (its placeholders are stored);
+* :class:`Folded`: the summary moved on; plan again from the new watermark;
+* :class:`LostRace`: another writer stored the summary or the vault first; plan again;
+* :class:`Deferred`: the fold is not this caller's to make now (another caller holds
+  the fold's lease, or the session backs off after failed folds): plan without folding;
+* :class:`SummaryFailed`: the summarizer failed; plan without folding, previous summary
+  kept.
+
+What follows an outcome is decided by :class:`RoundState` and :class:`RetryPolicy`,
+plain values tested without a database (``tests/history/test_round.py``), as h11's state
+machine is. :meth:`HistoryRound.run` is the driver every caller uses; quota
+reservations and request manifests hook into the same two steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from chatkeep.errors import ChatkeepError, PrivacyError
+from chatkeep.formats import History, HistoryInfo, get_format
+from chatkeep.history.plan import HistoryPlan, plan_history
+from chatkeep.history.summary import StructuredSummary
+from chatkeep.privacy.egress import WITHHELD_NOTE, Egress
+from chatkeep.sessions import ChatSession
+from chatkeep.store.repository import Repository, SessionRow
+from chatkeep.store.rows import utcnow
+
+if TYPE_CHECKING:
+    from chatkeep.history.compressor import HistoryCompressor, RecalledMemory
+
+log = logging.getLogger("chatkeep.history")
+
+T = TypeVar("T")
+H = TypeVar("H", bound=History[Any])
+
+__all__ = ["Deferred", "Folded", "HistoryRound", "LostRace", "Outcome", "PreparedRound",
+           "Ready", "RetryPolicy", "RoundState", "SummaryFailed", "over_budget_reason",
+           "scrubbed"]
+
+
+# -- outcomes ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """The rendered body may leave: every placeholder it holds is stored."""
+
+
+@dataclass(frozen=True, slots=True)
+class Folded:
+    """The fold was stored: the summary now covers up to ``through`` (a seq)."""
+
+    through: int
+    messages: int
+    """How many messages the fold took."""
+
+
+@dataclass(frozen=True, slots=True)
+class LostRace:
+    """Another writer stored first: the ``summary`` (someone folded) or the ``vault``
+    (someone stored placeholders). Plan again from what is stored now."""
+
+    what: Literal["summary", "vault"]
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """The fold is not this caller's to make now, and why."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryFailed:
+    """The summarizer failed (or gave nothing storable): the previous summary stays."""
+
+
+Outcome = Ready | Folded | LostRace | Deferred | SummaryFailed
+
+
+# -- what follows an outcome (no I/O) -----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How many races a round may lose before it stops trying."""
+
+    summary_races: int = 4
+    """Folds lost to another writer before the round replays what is stored, unfolded."""
+    vault_races: int = 8
+    """Placeholder stores lost before the round fails closed (``PrivacyError``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RoundState:
+    """What a round has been through so far; each outcome gives the next state."""
+
+    summary_races: int = 0
+    vault_races: int = 0
+    compressed: bool = False
+    """A fold of this round was stored."""
+    summary_failed: bool = False
+    deferred: str | None = None
+    """Why the fold was not this caller's to make, once it was not."""
+
+    def may_fold(self, policy: RetryPolicy) -> bool:
+        """Whether the next plan may fold: once per round, never after a failure or a
+        deferral, and not after losing too many folds to other writers."""
+        return not self.compressed and not self.summary_failed and self.deferred is None \
+            and self.summary_races < policy.summary_races
+
+    def after(self, outcome: Outcome) -> RoundState:
+        """The state once ``outcome`` happened."""
+        if isinstance(outcome, Folded):
+            return dataclasses.replace(self, compressed=True)
+        if isinstance(outcome, LostRace):
+            if outcome.what == "summary":
+                return dataclasses.replace(self, summary_races=self.summary_races + 1)
+            return dataclasses.replace(self, vault_races=self.vault_races + 1)
+        if isinstance(outcome, Deferred):
+            return dataclasses.replace(self, deferred=outcome.reason)
+        if isinstance(outcome, SummaryFailed):
+            return dataclasses.replace(self, summary_failed=True)
+        return self
+
+    def exhausted(self, policy: RetryPolicy) -> bool:
+        """Whether the round must give up: the vault could not be stored in time, so
+        nothing may be sent (fail closed)."""
+        return self.vault_races >= policy.vault_races
+
+
+def over_budget_reason(plan: HistoryPlan, state: RoundState) -> str | None:
+    """Why the planned history is over budget, with what the round went through."""
+    reason = plan.over_budget_reason
+    if reason is None:
+        return None
+    if state.summary_failed:
+        return f"{reason} (the summarizer failed; the previous summary was kept)"
+    if state.deferred is not None:
+        return f"{reason} (not folded now: {state.deferred})"
+    return reason
+
+
+# -- the round ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRound:
+    """One plan of a round, and what it was made from."""
+
+    row: SessionRow
+    """The session's row as read for this plan."""
+    plan: HistoryPlan
+    egress: Egress
+    """The session's egress for this plan: render the body through it."""
+    summary: StructuredSummary | None
+    """The stored summary in its outgoing form (what the plan replays and a fold extends)."""
+
+
+class HistoryRound:
+    """The round of one request over ``session`` (see the module docstring).
+
+    Built by :meth:`HistoryCompressor.round`, which checks the arguments and recalls
+    memories once. ``keep_closed_tool_turns`` replays closed turns' plumbing as recorded
+    (a framework's own semantics); ``allow_fold=False`` plans without folding."""
+
+    def __init__(self, compressor: HistoryCompressor, session: ChatSession,
+                 system_text: str, *, format: str = "openai_chat",
+                 recalled: Sequence[str | RecalledMemory] = (),
+                 keep_closed_tool_turns: bool = False, allow_fold: bool = True,
+                 policy: RetryPolicy | None = None) -> None:
+        self.compressor, self.session, self.format = compressor, session, format
+        self.system_text = system_text
+        self.keep_closed_tool_turns, self.allow_fold = keep_closed_tool_turns, allow_fold
+        self.policy = policy or RetryPolicy()
+        self.state = RoundState()
+        self._known = [m.sealed_pii for m in recalled if not isinstance(m, str)]
+        self._repository = compressor._repository_for(session)
+
+    def prepare(self) -> PreparedRound:
+        """Re-read the session (its switches, summary and watermark may have moved
+        elsewhere) and plan."""
+        compressor, session = self.compressor, self.session
+        row, pinned_before, messages = self._repository.read_history(session.id)
+        session.adopt_row(row)
+        egress = compressor._egress(session, self._known)
+        summary = compressor._model_summary(session, row.summary, egress)
+        plan = plan_history(
+            system_text=egress(self.system_text), pinned_before=pinned_before,
+            summary=(summary.render() or None) if summary else None, messages=messages,
+            config=compressor.config, counter=compressor.counter, redact=egress,
+            format=self.format,
+            allow_fold=self.allow_fold and self.state.may_fold(self.policy),
+            keep_closed_tool_turns=self.keep_closed_tool_turns)
+        return PreparedRound(row, plan, egress, summary)
+
+    def commit(self, prepared: PreparedRound) -> Outcome:
+        """The write ``prepared`` needs: its fold, or the placeholders its rendered body
+        allocated. Returns the outcome (and moves :attr:`state` on); fails closed with
+        ``PrivacyError`` when the vault cannot be stored within the policy."""
+        if prepared.plan.fold:
+            outcome = self._fold(prepared)
+        else:
+            outcome = Ready() if prepared.egress.flush() else LostRace("vault")
+        self.state = self.state.after(outcome)
+        if isinstance(outcome, LostRace) and outcome.what == "vault":
+            if self.state.exhausted(self.policy):
+                raise PrivacyError(f"session {self.session.id}: could not store the "
+                                   f"placeholder mapping after {self.policy.vault_races} "
+                                   "attempts; nothing was sent")
+            log.info("session %s: another writer stored placeholders first; planning again",
+                     self.session.id)
+        return outcome
+
+    def run(self, render: Callable[[PreparedRound], T]) -> T:
+        """Drive the round to :class:`Ready`: prepare, ``render`` the body from a plan that
+        folds nothing, commit; returns the body that may leave."""
+        while True:
+            prepared = self.prepare()
+            body = None if prepared.plan.fold else render(prepared)
+            if isinstance(self.commit(prepared), Ready):
+                assert body is not None
+                return body
+
+    def build(self) -> History[Any]:
+        """The round as ``build_history`` runs it: the plan in the round's wire format,
+        scrubbed as one body."""
+        wire = get_format(self.format)
+
+        def render(prepared: PreparedRound) -> History[Any]:
+            outgoing = dataclasses.replace(prepared.plan.outgoing,
+                                           summary_role=self.compressor.config.summary_role)
+            history = wire.to_wire(outgoing, self.info(prepared))
+            return scrubbed(history, prepared.egress, self.session)
+
+        return self.run(render)
+
+    def info(self, prepared: PreparedRound) -> HistoryInfo:
+        """What the caller learns of a plan: the estimate, the budget, whether this round
+        folded, why it is over budget (if it is), and when a failed fold is retried."""
+        plan, state = prepared.plan, self.state
+        reason = over_budget_reason(plan, state)
+        if reason is not None:
+            log.warning("session %s: history over budget: %s", self.session.id, reason)
+        retry_at = self.session.row.fold_retry_at
+        return HistoryInfo(plan.tokens, self.compressor.config.max_history_tokens,
+                           state.compressed, state.summary_failed, reason, plan.clipped,
+                           self.format,
+                           fold_deferred=state.deferred if reason is not None else None,
+                           fold_retry_at=retry_at if retry_at and retry_at > utcnow()
+                           else None)
+
+    def _fold(self, prepared: PreparedRound) -> Outcome:
+        """Claim the fold before paying for it (concurrent callers of one session make
+        one summarizer call per fold, not one each), summarize, store by compare-and-set."""
+        repository, session, row = self._repository, self.session, prepared.row
+        config = self.compressor.config
+        lease = repository.claim_fold(session.id, row.summary_version,
+                                      timedelta(seconds=config.fold_lease))
+        if lease is None:
+            now_row = repository.get_session(session.id)
+            if now_row.summary_version != row.summary_version:
+                return LostRace("summary")  # another caller folded meanwhile
+            reason = why_deferred(now_row)
+            log.info("session %s: not folding now: %s", session.id, reason)
+            return Deferred(reason)
+        try:
+            folded = self.compressor._summarize(session, prepared.summary,
+                                                prepared.plan.fold, prepared.egress)
+            if folded is None or isinstance(folded, LostRace):
+                retry_at = None if folded is not None else \
+                    self.compressor._retry_at(row.fold_failures + 1)
+                repository.release_fold(session.id, lease, retry_at=retry_at)
+                return folded if folded is not None else SummaryFailed()
+            summary, through, cost = folded
+            new_row = repository.compare_and_set_summary(
+                session.id, row.summary_version, self.compressor._stored_form(session, summary),
+                through, fold={"from_seq": row.summary_watermark + 1, **cost})
+        except BaseException:
+            release_quietly(repository, session.id, lease)
+            raise
+        if new_row is None:
+            repository.release_fold(session.id, lease)
+            log.info("session %s: another caller compressed first; re-reading", session.id)
+            return LostRace("summary")
+        session.adopt_row(new_row)
+        taken = len([m for m in prepared.plan.fold if m.seq <= through])
+        log.info("session %s: folded %d messages, watermark %d -> %d", session.id, taken,
+                 row.summary_watermark, new_row.summary_watermark)
+        self.compressor._after_compress(session)
+        return Folded(through, taken)
+
+
+def why_deferred(row: SessionRow) -> str:
+    """Why the fold a caller planned is not its to make now."""
+    if row.fold_retry_at is not None and row.fold_retry_at > utcnow():
+        return (f"backing off after {row.fold_failures} failed fold"
+                f"{'s' if row.fold_failures != 1 else ''} until "
+                f"{row.fold_retry_at.isoformat(timespec='seconds')}")
+    return "another caller is folding this session"
+
+
+def release_quietly(repository: Repository, session_id: str, lease: datetime) -> None:
+    """Give the fold's claim back on the way out of a failure; if the store cannot be
+    reached either, the lease simply ends on its own (the original error is what the
+    caller sees)."""
+    try:
+        repository.release_fold(session_id, lease)
+    except ChatkeepError as exc:
+        log.info("session %s: could not give the fold's claim back (%s); it ends with "
+                 "its lease", session_id, exc)
+
+
+def scrubbed(history: H, egress: Egress, session: ChatSession) -> H:
+    """``history`` as it may leave: its messages and its system text (Anthropic) scrubbed in
+    one body, so a value detected anywhere in the request is redacted everywhere in it;
+    signed blocks withheld are counted in ``info.withheld``."""
+    system = getattr(history, "system", None)
+    body: dict[str, Any] = egress.scrub({"system": system, "messages": list(history)})
+    history[:] = body["messages"]
+    if isinstance(system, str):
+        history.system = body["system"]  # type: ignore[attr-defined]
+    if egress.withheld:
+        log.warning("session %s: %s (%d)", session.id, WITHHELD_NOTE, egress.withheld)
+        history.info = dataclasses.replace(history.info, withheld=egress.withheld)
+    return history
