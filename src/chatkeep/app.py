@@ -19,6 +19,16 @@ from chatkeep.config import Config
 from chatkeep.errors import ChatkeepError, ConfigError, InvalidArgument, StoreError
 from chatkeep.history.compressor import HistoryCompressor
 from chatkeep.jobs import Dispatcher, make_dispatcher
+from chatkeep.lifecycle import (
+    Eraser,
+    ErasureCheck,
+    ErasurePlan,
+    ErasureReceipt,
+    HoldService,
+    erase_scope,
+)
+from chatkeep.lifecycle.caches import forget_cached
+from chatkeep.lifecycle.erase import Progress
 from chatkeep.llm.adapt import as_chat_model
 from chatkeep.llm.base import ChatModel
 from chatkeep.llm.openai_client import model_from_config
@@ -30,6 +40,7 @@ from chatkeep.refs import Ref, require_ref
 from chatkeep.sessions import SessionService
 from chatkeep.store.connections import ensure_started, on_first_use, store_error
 from chatkeep.store.engine import describe_url, make_engine
+from chatkeep.store.lifecycle import LifecycleStore
 from chatkeep.store.migrate import ensure_schema
 from chatkeep.store.repository import Repository, UsageLine
 from chatkeep.tokens import HeuristicCounter, TokenCounter
@@ -72,7 +83,8 @@ class Chatkeep:
         self.repository = Repository(self.engine)
         self.sessions = SessionService(
             self.repository, self.counter,
-            app_anonymize_pii=self.config.privacy.anonymize_pii)
+            app_anonymize_pii=self.config.privacy.anonymize_pii,
+            keep_retracted_text=self.config.privacy.keep_retracted_text)
         self.privacy = PrivacyGuard(self.config.privacy, self.repository, list(recognizers))
         self.compressor = HistoryCompressor(self.model, config=self.config.chat,
                                             counter=self.counter, outbound_filter=self.privacy,
@@ -92,6 +104,14 @@ class Chatkeep:
         if self.config.memory.recall_in_history:
             self.compressor.memory_provider = self.memory.provider
         self.dispatcher.bind(self.job_handlers())
+        # Forgetting (issue 36): deletes, erasures and holds over the store's procedures.
+        self.lifecycle = LifecycleStore(self.engine, self.repository.clock)
+        self.holds = HoldService(self.lifecycle)
+        self.eraser = Eraser(self.lifecycle, on_erased=self._forget_cached)
+        self.sessions.on_delete.append(lambda _session_id: self._forget_cached())
+
+    def _forget_cached(self) -> None:
+        forget_cached(self.privacy, self.memory)
 
     def _start(self, create_schema: bool) -> None:
         _open(self.engine, create_schema)
@@ -120,6 +140,35 @@ class Chatkeep:
             raise InvalidArgument(f"since ({since.isoformat()}) must be before until "
                                   f"({until.isoformat()})")
         return self.repository.usage_report(tenant, since=since, until=until)
+
+    def plan_erasure(self, tenant: Ref, *, actor: Ref | None = None,
+                     subject: Ref | None = None, whole_tenant: bool = False) -> ErasurePlan:
+        """What ``erase`` with these arguments would remove now (counts per surface, ids,
+        what stays and why, the holds in the way), writing nothing: ``--dry-run``."""
+        return self.eraser.plan(erase_scope(tenant, actor, subject, whole_tenant))
+
+    def erase(self, tenant: Ref, *, actor: Ref | None = None, subject: Ref | None = None,
+              whole_tenant: bool = False, by: str | None = None, batch_size: int = 1000,
+              progress: Progress | None = None) -> ErasureReceipt:
+        """Erase a data subject of ``tenant``: an ``actor`` (their conversations, their
+        personal memories, memories from their conversations carrying their values), a
+        ``subject`` (its conversations and memories), or ``whole_tenant`` (everything);
+        vectors, text index and caches with them, the bytes gone from disk. Resumable
+        (a killed run finishes when run again), in batches of ``batch_size``; refused
+        with ``ScopeOnHold`` under a legal hold. Returns the receipt (no personal
+        content); ``by`` names who asked, for the lifecycle log."""
+        return self.eraser.erase(erase_scope(tenant, actor, subject, whole_tenant), by=by,
+                                 batch_size=batch_size, progress=progress)
+
+    def verify_erasure(self, receipt: ErasureReceipt | Mapping[str, Any] | str
+                       ) -> ErasureCheck:
+        """Check an erasure's receipt against this store (its digest, the store's record
+        of it, nothing of its scope left): truthy when it verifies, else it lists why."""
+        if isinstance(receipt, str):
+            receipt = ErasureReceipt.from_json(receipt)
+        elif not isinstance(receipt, ErasureReceipt):
+            receipt = ErasureReceipt.from_dict(dict(receipt))
+        return self.eraser.verify(receipt)
 
     def close(self) -> None:
         """Release database connections and background threads."""

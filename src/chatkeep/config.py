@@ -201,6 +201,11 @@ class PrivacyConfig:
     """Fernet key to encrypt placeholder mappings at rest (needs ``chatkeep[encryption]``)."""
     ner: bool = False
     """Also detect person names and places with Presidio (needs ``chatkeep[ner]``)."""
+    keep_retracted_text: bool = False
+    """Keep the text a framework deletes, for audit: ``delete_last`` / ``clear`` (the Agents
+    SDK's ``pop_item`` and ``clear_session``, a framework store's ``delete``) then retract
+    (out of every replay, kept in the database) instead of removing the bytes
+    (docs/forgetting.md). Off by default: a delete deletes."""
 
     def validate(self) -> None:
         """Raise ``ConfigError`` for a malformed region code."""

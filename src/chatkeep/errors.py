@@ -16,6 +16,8 @@ working::
     ├── SessionKeyConflict (ValueError)   a key opened with another actor or subject
     ├── SessionClosed                     the session was closed
     ├── MemoryNotFound (LookupError)      no such memory for that tenant
+    ├── ScopeOnHold                       a legal hold refuses a delete, erase or sweep
+    ├── HoldNotFound (LookupError)        no such legal hold for that tenant
     ├── UnknownJob (LookupError)          a job name no handler takes
     ├── KeepClosed                        an AsyncChatkeep used after close()
     ├── ModelError                        a model or embedding call failed
@@ -87,6 +89,20 @@ class SessionClosed(ChatkeepError):
 class MemoryNotFound(ChatkeepError, LookupError):
     """No memory with that id exists for that tenant (a wrong tenant looks the same), or
     it was deleted."""
+
+
+class ScopeOnHold(ChatkeepError):
+    """A legal hold covers what a delete, an erasure or a retention sweep would remove:
+    nothing was removed. ``reason`` is the hold's reason, ``hold_id`` its id."""
+
+    def __init__(self, message: str, *, reason: str = "", hold_id: int | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.hold_id = hold_id
+
+
+class HoldNotFound(ChatkeepError, LookupError):
+    """No legal hold with that id exists for that tenant (a wrong tenant looks the same)."""
 
 
 class ModelError(ChatkeepError):

@@ -31,6 +31,7 @@ from chatkeep.messages import (
     parse_tool_calls,
 )
 from chatkeep.refs import Ref, require_ref
+from chatkeep.store.lifecycle import LifecycleStore
 from chatkeep.store.repository import BilledUsage, Repository, SessionRow
 from chatkeep.tokens import HeuristicCounter, TokenCounter
 from chatkeep.validation import (
@@ -78,10 +79,13 @@ class ChatSession:
     """A conversation: tenant, actor and subject references, messages, tokens, summary."""
 
     def __init__(self, repository: Repository, row: SessionRow,
-                 counter: TokenCounter | None = None) -> None:
+                 counter: TokenCounter | None = None, *,
+                 keep_retracted_text: bool = False) -> None:
         self._repo = repository
         self._row = row
         self._counter = counter or HeuristicCounter()
+        # privacy.keep_retracted_text: delete_last / clear retract (kept for audit).
+        self._keep_retracted = keep_retracted_text
 
     def __repr__(self) -> str:
         return (f"ChatSession(id={self.id!r}, tenant={self.tenant}, actor={self.actor}, "
@@ -232,6 +236,31 @@ class ChatSession:
         """Retract every live message and drop the running summary (``clear_session``):
         the record stays, the replay starts empty. Returns how many were retracted."""
         count, self._row = self._repo.retract_all(self.id)
+        return count
+
+    def delete_last(self) -> int | None:
+        """Remove the newest live message's bytes (the Agents SDK's ``pop_item``): its
+        row goes, and a summary that folded it in is dropped (the replay rebuilds from
+        what is stored), so no copy stays in the session. Returns its seq, or ``None``
+        when nothing is live. With ``privacy.keep_retracted_text`` on it is retracted
+        instead (kept for audit, never replayed). Memories distilled from it stay until
+        the session is deleted or its actor erased."""
+        if self._keep_retracted:
+            message = self.retract_last()
+            return None if message is None else message.seq
+        seq = LifecycleStore(self._repo.engine, self._repo.clock).delete_last(self.id)
+        self.refresh()
+        return seq
+
+    def clear(self) -> int:
+        """Remove every message's bytes (``clear_session``, a framework store's
+        ``delete``): messages, tool calls, the summary, its fold records and the
+        placeholder vault go; the session stays, empty, under its key. Returns how many
+        messages went. With ``privacy.keep_retracted_text`` on it is ``retract_all``."""
+        if self._keep_retracted:
+            return self.retract_all()
+        count = LifecycleStore(self._repo.engine, self._repo.clock).delete_all(self.id)
+        self.refresh()
         return count
 
     def messages_after(self, seq: int) -> list[Message]:
@@ -436,15 +465,20 @@ class SessionService:
     """Create, find and list sessions (``keep.sessions``)."""
 
     def __init__(self, repository: Repository, counter: TokenCounter | None = None, *,
-                 app_anonymize_pii: bool = False) -> None:
+                 app_anonymize_pii: bool = False, keep_retracted_text: bool = False) -> None:
         self._repo = repository
         self._counter = counter or HeuristicCounter()
         # The application's switch (privacy.anonymize_pii), recorded on each session
         # created under it: a process started without it must still redact that session.
         self._app_anonymize_pii = check_bool(app_anonymize_pii, "app_anonymize_pii")
+        self._keep_retracted = check_bool(keep_retracted_text, "keep_retracted_text")
+        self._lifecycle = LifecycleStore(repository.engine, repository.clock)
+        self.on_delete: list[Callable[[str], None]] = []
+        """Called with a deleted session's id (the keep clears its caches there)."""
 
     def _wrap(self, row: SessionRow) -> ChatSession:
-        return ChatSession(self._repo, row, self._counter)
+        return ChatSession(self._repo, row, self._counter,
+                           keep_retracted_text=self._keep_retracted)
 
     def create(self, tenant: Ref, actor: Ref | None = None, subject: Ref | None = None, *,
                title: str | None = None, anonymize_pii: bool = True,
@@ -509,6 +543,24 @@ class SessionService:
         """The tenant that owns ``session_id`` (what a job bills)."""
         _check_session_id(session_id)
         return self._repo.get_session(session_id).tenant
+
+    def delete(self, session_id: str, tenant: Ref, *, by: str | None = None) -> dict[str, int]:
+        """Delete one of ``tenant``'s conversations and every row holding its content:
+        messages (text, tool calls and results, names, metadata, native payloads), the
+        summary and fold records, the vault, key, title, metadata (integration state with
+        it), and the memories distilled from it that carry its values or are personal to
+        its actor (other memories stay, their link to it cut). The ledger keeps its
+        numbers, unlinked. Another tenant's session, or one already deleted, is
+        ``SessionNotFound``; a held one is ``ScopeOnHold`` (nothing removed). ``by``
+        names who asked, for the lifecycle log. Returns the counts per surface."""
+        _check_session_id(session_id)
+        require_ref(tenant, "tenant")
+        if by is not None:
+            check_text(by, "by", max_length=NAME_MAX)
+        counts = self._lifecycle.delete_session(session_id, tenant, by=by)
+        for hook in self.on_delete:
+            hook(session_id)
+        return counts
 
     def list(self, tenant: Ref, *, actor: Ref | None = None, subject: Ref | None = None,
              limit: int = 50) -> list[ChatSession]:

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from chatkeep.aio.bridge import Bridge, BridgedChatModel, BridgedEmbedder
 from chatkeep.aio.dispatch import TaskDispatcher
 from chatkeep.aio.engine import make_async_engine
+from chatkeep.aio.lifecycle import AsyncHoldService
 from chatkeep.aio.pools import dispose_all, dispose_loop
 from chatkeep.aio.services import AsyncHistoryCompressor, AsyncMemoryService, AsyncPrivacyGuard
 from chatkeep.aio.sessions import AsyncSessionService
@@ -26,6 +27,8 @@ from chatkeep.app import Chatkeep
 from chatkeep.config import Config
 from chatkeep.errors import ConfigError
 from chatkeep.jobs import Dispatcher, InlineDispatcher, ThreadPoolDispatcher
+from chatkeep.lifecycle import ErasureCheck, ErasurePlan, ErasureReceipt
+from chatkeep.lifecycle.erase import Progress
 from chatkeep.llm.adapt import as_async_chat_model
 from chatkeep.llm.base import AsyncChatModel
 from chatkeep.llm.openai_client import async_model_from_config
@@ -95,6 +98,7 @@ class AsyncChatkeep:
         self.compressor = AsyncHistoryCompressor(self._core.compressor, self._bridge)
         self.memory = AsyncMemoryService(self._core.memory, self._bridge)
         self.privacy = AsyncPrivacyGuard(self._core.privacy, self._bridge)
+        self.holds = AsyncHoldService(self._core.holds, self._bridge)
 
     async def core(self) -> Chatkeep:
         """The sync ``Chatkeep`` this one wraps, its database open (for code given to
@@ -115,6 +119,28 @@ class AsyncChatkeep:
                     until: datetime | None = None) -> list[UsageLine]:
         """Token usage by tenant, purpose and model."""
         return await self._bridge(self._core.usage, tenant, since=since, until=until)
+
+    async def plan_erasure(self, tenant: Ref, *, actor: Ref | None = None,
+                           subject: Ref | None = None,
+                           whole_tenant: bool = False) -> ErasurePlan:
+        """Async twin of ``Chatkeep.plan_erasure``: what ``erase`` would remove now."""
+        return await self._bridge(self._core.plan_erasure, tenant, actor=actor,
+                                  subject=subject, whole_tenant=whole_tenant)
+
+    async def erase(self, tenant: Ref, *, actor: Ref | None = None,
+                    subject: Ref | None = None, whole_tenant: bool = False,
+                    by: str | None = None, batch_size: int = 1000,
+                    progress: Progress | None = None) -> ErasureReceipt:
+        """Async twin of ``Chatkeep.erase`` (each batch awaited on the loop; ``progress``
+        is called on it)."""
+        return await self._bridge(self._core.erase, tenant, actor=actor, subject=subject,
+                                  whole_tenant=whole_tenant, by=by, batch_size=batch_size,
+                                  progress=progress)
+
+    async def verify_erasure(self, receipt: ErasureReceipt | Mapping[str, Any] | str
+                             ) -> ErasureCheck:
+        """Async twin of ``Chatkeep.verify_erasure``."""
+        return await self._bridge(self._core.verify_erasure, receipt)
 
     async def close(self) -> None:
         """Wait for background jobs, then close the connections of every loop the keep

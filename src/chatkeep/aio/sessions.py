@@ -76,6 +76,14 @@ class AsyncChatSession(Twin[ChatSession]):
     async def retract_all(self) -> int:
         """Retract every live message and the summary; returns how many messages."""
 
+    @bridged
+    async def delete_last(self) -> int | None:
+        """Remove the newest live message's bytes (``pop_item``); returns its seq."""
+
+    @bridged
+    async def clear(self) -> int:
+        """Remove every message's bytes, the summary and the vault (``clear_session``)."""
+
     # -- writing ---------------------------------------------------------------------------
 
     @bridged
@@ -171,6 +179,11 @@ class AsyncSessionService(Twin[SessionService]):
     async def list(self, tenant: Ref, *, actor: Ref | None = None,
                    subject: Ref | None = None, limit: int = 50) -> list[AsyncChatSession]:
         """A tenant's sessions, most recently active first."""
+
+    @bridged
+    async def delete(self, session_id: str, tenant: Ref, *,
+                     by: str | None = None) -> dict[str, int]:
+        """Delete one of ``tenant``'s conversations and every row holding its content."""
 
 
 def core_session(session: ChatSession | AsyncChatSession) -> ChatSession:

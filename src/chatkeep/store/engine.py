@@ -223,15 +223,17 @@ def make_engine(url: str | URL, *, sqlite_synchronous: str = "FULL",
 def apply_sqlite_pragmas(engine: Engine, synchronous: str, *, wal: bool = True) -> None:
     """Every new SQLite connection of ``engine`` (sync, or an async engine's
     ``sync_engine``) gets chatkeep's settings: WAL, ``synchronous``, the busy timeout,
-    foreign keys, and no implicit BEGIN (chatkeep issues its own)."""
+    foreign keys, ``secure_delete``, and no implicit BEGIN (chatkeep issues its own)."""
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         pragmas = ["journal_mode=WAL"] if wal else []
+        # secure_delete: freed cells and pages are zeroed, so a deleted or overwritten
+        # row leaves no bytes in the file (issue 36; its cost is in bench/erase.py).
         pragmas += [f"synchronous={synchronous}", f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
-                    "foreign_keys=ON"]
+                    "foreign_keys=ON", "secure_delete=ON"]
         for pragma in pragmas:
             cursor.execute(f"PRAGMA {pragma}")
         cursor.close()
