@@ -14,6 +14,7 @@ working::
     ├── IncompleteToolTurn                tool calls still waiting for their results
     ├── SessionNotFound (LookupError)     no such session for that tenant
     ├── SessionKeyConflict (ValueError)   a key opened with another actor or subject
+    ├── ForeignThreadState                a framework's thread state another tenant recorded
     ├── SessionClosed                     the session was closed
     ├── MemoryNotFound (LookupError)      no such memory for that tenant
     ├── ScopeOnHold                       a legal hold refuses a delete, erase or sweep
@@ -80,6 +81,13 @@ class SessionKeyConflict(ChatkeepError, ValueError):
     """``sessions.open(key, ...)`` found the tenant's session of that key, but it was
     created for another actor or subject: returning it would mix two people's (or two
     matters') conversations, so nothing is returned."""
+
+
+class ForeignThreadState(ChatkeepError):
+    """A framework handed a run thread state that another tenant's session recorded (a
+    checkpointer keyed by thread id alone, shared by tenants): nothing of it is recorded
+    or sent. Scope the thread id per tenant, or give each tenant its own checkpointer
+    namespace."""
 
 
 class SessionClosed(ChatkeepError):

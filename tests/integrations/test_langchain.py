@@ -430,10 +430,11 @@ def test_model_output_in_placeholders_is_stored_with_real_values(db_url: str) ->
         graph = agent(keep, model, tenant=ORG)
         out = graph.invoke({"messages": [{"role": "user", "content": "mail ana@example.com"}]},
                            config("w"))
-        # The thread keeps what the model said; chatkeep stores it with the real value.
-        assert out["messages"][-1].content == "I will write to <EMAIL_1>."
+        # The thread keeps (and the app shows) the real value; so does chatkeep's record.
+        assert out["messages"][-1].content == "I will write to ana@example.com."
         stored = keep.sessions.by_key("w", ORG).read_messages()
         assert stored[-1].content == "I will write to ana@example.com."
+        assert model.seen[-1][-1].content == "mail <EMAIL_1>"
         graph.invoke({"messages": [{"role": "user", "content": "ok"}]}, config("w"))
         replayed = json.dumps([m.model_dump(mode="json") for m in model.seen[-1]])
         assert "<EMAIL_1>" in replayed and "ana@example.com" not in replayed

@@ -35,6 +35,7 @@ from chatkeep.store.statements import (
     ALL_LIVE,
     ANSWER_CALL,
     CALL_FOUND,
+    CALLS_TAKEN,
     CLAIM_SEQ,
     INSERT_FOLD,
     INSERT_MESSAGE,
@@ -47,6 +48,8 @@ from chatkeep.store.statements import (
     SET_METADATA,
     SET_SUMMARY,
     UNSUMMARIZED,
+    marks_elsewhere,
+    marks_held,
 )
 
 Batch = Sequence[tuple[MessageDraft, int | None, BilledUsage | None]]
@@ -274,3 +277,63 @@ def swap_state(transport: Transport, session_id: str, key: str, decide: Decide,
             return messages, session_from_row(row[0])
     except transport.integrity_errors as exc:
         raise append_error(exc, batch) from None
+
+
+#: Values one ``IN`` list carries (well under every backend's parameter cap).
+MARKS_PER_QUERY = 500
+
+
+def append_unmarked(transport: Transport, session_id: str, key: str, batch: Batch,
+                    now: datetime) -> list[Message]:
+    """Append the items of ``batch`` whose draft's metadata ``key`` (an integration's
+    id for the message) the session does not hold yet, idempotent under concurrency: in
+    one transaction, lock the session, ask which of the batch's ids it holds, append the
+    rest (with every rule of :func:`append_in`). Two writers of the same messages queue on
+    the lock; the second appends nothing. Returns what was appended."""
+    try:
+        with transport.transaction() as ex:
+            if not ex.rows(LOCK_METADATA, {"b_session_id": session_id}):
+                raise SessionNotFound(f"no session {session_id!r}")
+            marks = list(dict.fromkeys(str(d.metadata[key]) for d, _, _ in batch
+                                       if d.metadata.get(key) is not None))
+            held: set[str] = set()
+            for start in range(0, len(marks), MARKS_PER_QUERY):
+                held.update(r[0] for r in ex.rows(marks_held(key), {
+                    "b_session_id": session_id,
+                    "b_marks": marks[start:start + MARKS_PER_QUERY]}))
+            fresh = []
+            for item in batch:
+                mark = item[0].metadata.get(key)
+                if mark is not None:
+                    if str(mark) in held:
+                        continue
+                    held.add(str(mark))
+                fresh.append(item)
+            if not fresh:
+                return []
+            return append_in(ex, session_id, fresh, now)[0]
+    except transport.integrity_errors as exc:
+        raise append_error(exc, batch) from None
+
+
+def calls_taken(ex: Executor, session_id: str, call_ids: Sequence[str]) -> set[str]:
+    """Which of ``call_ids`` the session's tool calls already use."""
+    wanted = list(dict.fromkeys(call_ids))
+    found: set[str] = set()
+    for start in range(0, len(wanted), MARKS_PER_QUERY):
+        found.update(r[0] for r in ex.rows(CALLS_TAKEN, {
+            "b_session_id": session_id, "b_call_ids": wanted[start:start + MARKS_PER_QUERY]}))
+    return found
+
+
+def marks_in_other_sessions(ex: Executor, session_id: str, session_key: str, key: str,
+                            marks: Sequence[str]) -> set[str]:
+    """Which of ``marks`` (ids under metadata ``key``) messages of another session named
+    ``session_key`` carry: another tenant's session of the same key."""
+    wanted = list(dict.fromkeys(marks))
+    found: set[str] = set()
+    for start in range(0, len(wanted), MARKS_PER_QUERY):
+        found.update(r[0] for r in ex.rows(marks_elsewhere(key), {
+            "b_session_id": session_id, "b_key": session_key,
+            "b_marks": wanted[start:start + MARKS_PER_QUERY]}))
+    return found

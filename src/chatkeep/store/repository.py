@@ -305,6 +305,29 @@ class Repository:
                     chat_messages.c.session_id == session_id, mark.in_(chunk))).scalars())
         return found
 
+    def append_unmarked(self, session_id: str, key: str, batch: Batch) -> list[Message]:
+        """Append the messages of ``batch`` whose metadata ``key`` the session does not
+        hold yet, in one transaction with the session locked: recording the same
+        integration ids twice, even from overlapping runs, stores them once
+        (:func:`procedures.append_unmarked`). Returns what was appended."""
+        return procedures.append_unmarked(CoreTransport(self.engine), session_id, key, batch,
+                                          self.clock())
+
+    @retrying_reads
+    def calls_taken(self, session_id: str, call_ids: Iterable[str]) -> set[str]:
+        """Which of ``call_ids`` the session's tool calls already use."""
+        with self.reading() as conn:
+            return procedures.calls_taken(CoreExecutor(conn), session_id, list(call_ids))
+
+    @retrying_reads
+    def marks_elsewhere(self, session_id: str, session_key: str, key: str,
+                        values: Iterable[str]) -> set[str]:
+        """Which of ``values`` messages of another session named ``session_key`` (another
+        tenant's: a key is unique per tenant) carry under metadata ``key``."""
+        with self.reading() as conn:
+            return procedures.marks_in_other_sessions(CoreExecutor(conn), session_id,
+                                                      session_key, key, list(values))
+
     @retrying_reads
     def read_history(self, session_id: str) -> tuple[SessionRow, list[Message],
                                                       list[Message]]:

@@ -9,6 +9,7 @@ statement exists twice.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from sqlalchemy import (
@@ -146,6 +147,32 @@ CALL_FOUND = select(chat_tool_calls.c.call_seq, chat_tool_calls.c.result_seq).wh
 """Asked only after a refused answer: no such earlier call, or answered already?"""
 SESSION_EXISTS = select(_S.id).where(_S.id == bindparam("b_session_id"))
 """Asked only after a refused claim: missing, or closed?"""
+CALLS_TAKEN = select(chat_tool_calls.c.call_id).where(
+    chat_tool_calls.c.session_id == bindparam("b_session_id"),
+    chat_tool_calls.c.call_id.in_(bindparam("b_call_ids", expanding=True)))
+"""Which of ``b_call_ids`` the session's tool calls already use (its unique index)."""
+
+
+@functools.cache
+def marks_held(key: str) -> Select[Any]:
+    """Which of ``b_marks`` the session's messages carry under metadata ``key`` (an id an
+    integration records messages by), retracted ones included."""
+    mark = _M.metadata[key].as_string()
+    return select(mark).where(_M.session_id == bindparam("b_session_id"),
+                              mark.in_(bindparam("b_marks", expanding=True)))
+
+
+@functools.cache
+def marks_elsewhere(key: str) -> Select[Any]:
+    """Which of ``b_marks`` the messages of *other* sessions named ``b_key`` carry under
+    metadata ``key``: the same key in another tenant (a session's key is unique per
+    tenant). Cost: the sessions named ``b_key`` (no index on the key alone), then their
+    messages."""
+    mark = _M.metadata[key].as_string()
+    return (select(mark).select_from(chat_messages.join(chat_sessions,
+                                                        _S.id == _M.session_id))
+            .where(_S.key == bindparam("b_key"), _S.id != bindparam("b_session_id"),
+                   mark.in_(bindparam("b_marks", expanding=True))))
 
 
 # -- PostgreSQL's one-statement append ---------------------------------------------------

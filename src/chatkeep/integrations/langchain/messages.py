@@ -13,6 +13,7 @@ Two directions, each a converter at the edge (no I/O, no rule of chatkeep's own)
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -42,7 +43,7 @@ RAW_ARGUMENTS = "__arguments__"
 #: Restores a model-written payload (placeholders back to the values they stand for).
 Restore = Callable[[Any], Any]
 
-__all__ = ["LANGCHAIN_ID", "drafts_of", "from_history", "pending"]
+__all__ = ["LANGCHAIN_ID", "drafts_of", "from_history", "pending", "scoped_call_id"]
 
 
 def pending(state: Sequence[BaseMessage], recent: set[str] | None,
@@ -68,7 +69,8 @@ def pending(state: Sequence[BaseMessage], recent: set[str] | None,
 
 
 def drafts_of(messages: Sequence[BaseMessage], state: Sequence[BaseMessage],
-              restore: Restore) -> list[MessageDraft]:
+              restore: Restore,
+              taken: Callable[[list[str]], set[str]] = lambda ids: set()) -> list[MessageDraft]:
     """Drafts that record ``messages`` (new messages of ``state``), in order.
 
     Human text is recorded as the user wrote it; model output (text and tool-call
@@ -77,12 +79,31 @@ def drafts_of(messages: Sequence[BaseMessage], state: Sequence[BaseMessage],
     only when its call is in ``state`` (LangChain answers a call it could not parse with a
     result for a call the AI message never lists). Messages with nothing chatkeep can
     record (no text and no tool calls: an image alone, an empty AI message) are skipped.
+
+    Tool-call ids are the model's, unless the session already used one (``taken`` says
+    which of a list of ids it did): a model restarts its ids on a thread whose checkpoint
+    was lost. Then the call is recorded as :func:`scoped_call_id` of its AI message, and
+    so is each of its results, on this run or a later one: call and results always pair.
     """
-    calls = {str(call["id"]) for m in state if isinstance(m, AIMessage)
-             for call in m.tool_calls if call.get("id")}
+    callers = _callers(state)
+    new_ids = {m.id for m in messages if m.id}
+    asked = [str(call["id"]) for m in messages if isinstance(m, AIMessage)
+             for call in m.tool_calls]
+    asked += [scoped_call_id(m.tool_call_id, caller.id or "") for m in messages
+              if isinstance(m, ToolMessage)
+              and (caller := callers.get(id(m))) is not None and caller.id not in new_ids]
+    used = taken(asked) if asked else set()
+    stored_as: dict[tuple[str | None, str], str] = {}
     drafts = []
     for message in messages:
-        draft = _draft(message, calls, restore)
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                original = str(call["id"])
+                mapped = scoped_call_id(original, message.id or "") if original in used \
+                    else original
+                used.add(mapped)
+                stored_as[(message.id, original)] = mapped
+        draft = _draft(message, callers, stored_as, used, restore)
         if draft is None:
             log.debug("not recorded (nothing chatkeep can store): %s %s",
                       type(message).__name__, message.id)
@@ -91,15 +112,43 @@ def drafts_of(messages: Sequence[BaseMessage], state: Sequence[BaseMessage],
     return drafts
 
 
-def _draft(message: BaseMessage, calls: set[str], restore: Restore) -> MessageDraft | None:
+def scoped_call_id(call_id: str, message_id: str) -> str:
+    """The id a tool call is recorded under when the session already used the model's
+    own: the call id with a digest of its AI message's LangChain id (letters, digits and
+    ``_`` only, as every provider's tool-call ids)."""
+    return f"{call_id}_{hashlib.sha256(message_id.encode()).hexdigest()[:12]}"
+
+
+def _callers(state: Sequence[BaseMessage]) -> dict[int, AIMessage]:
+    """The AI message each tool result of ``state`` answers (by object identity): the
+    newest one before it that made a call of that id."""
+    latest: dict[str, AIMessage] = {}
+    found: dict[int, AIMessage] = {}
+    for message in state:
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                latest[str(call["id"])] = message
+        elif isinstance(message, ToolMessage) and message.tool_call_id in latest:
+            found[id(message)] = latest[message.tool_call_id]
+    return found
+
+
+def _draft(message: BaseMessage, callers: dict[int, AIMessage],
+           stored_as: dict[tuple[str | None, str], str], used: set[str],
+           restore: Restore) -> MessageDraft | None:
     metadata = {LANGCHAIN_ID: message.id} if message.id else {}
     if isinstance(message, AIMessage):
-        return _assistant(message, metadata, restore)
+        return _assistant(message, metadata, stored_as, restore)
     if isinstance(message, ToolMessage):
-        if message.tool_call_id not in calls:
+        caller = callers.get(id(message))
+        if caller is None:
             return None
+        call_id = stored_as.get((caller.id, message.tool_call_id))
+        if call_id is None:
+            scoped = scoped_call_id(message.tool_call_id, caller.id or "")
+            call_id = scoped if scoped in used else message.tool_call_id
         return MessageDraft(Role.TOOL, _tool_text(message.content), (),
-                            message.tool_call_id, message.name, metadata=metadata)
+                            call_id, message.name, metadata=metadata)
     role = _role_of(message)
     text = message.text
     if role is None or not text.strip():
@@ -118,13 +167,15 @@ def _role_of(message: BaseMessage) -> Role | None:
 
 
 def _assistant(message: AIMessage, metadata: dict[str, Any],
+               stored_as: dict[tuple[str | None, str], str],
                restore: Restore) -> MessageDraft | None:
     text = message.text
     arguments = [json.dumps(call["args"], ensure_ascii=False) for call in message.tool_calls]
     if not text.strip() and not arguments:
         return None
     written = restore({"content": text, "arguments": arguments})
-    tool_calls = tuple(ToolCall(str(call["id"]), call["name"], args) for call, args
+    tool_calls = tuple(ToolCall(stored_as.get((message.id, str(call["id"])), str(call["id"])),
+                                call["name"], args) for call, args
                        in zip(message.tool_calls, written["arguments"], strict=True))
     usage = message.usage_metadata
     metadata_model = message.response_metadata.get("model_name") or \

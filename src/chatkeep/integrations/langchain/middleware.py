@@ -21,9 +21,18 @@ summary, and a tool call always goes out with every one of its results.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Sequence,
+)
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,12 +43,19 @@ from langchain.agents.middleware import (
     ModelResponse,
 )
 from langchain.agents.middleware.types import ExtendedModelResponse
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    AnyMessage,
+    BaseMessage,
+    SystemMessage,
+)
+from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from chatkeep.app import Chatkeep
-from chatkeep.errors import ConfigError, InvalidArgument, SessionNotFound
+from chatkeep.errors import ConfigError, ForeignThreadState, InvalidArgument, SessionNotFound
 from chatkeep.history.compressor import MEMORY_HEADER
 from chatkeep.integrations.context import named_party
 from chatkeep.integrations.langchain.keeps import check_keep, is_async_keep
@@ -49,8 +65,11 @@ from chatkeep.integrations.langchain.messages import (
     from_history,
     pending,
 )
+from chatkeep.privacy.egress import map_strings
+from chatkeep.privacy.streaming import StreamRestorer
 from chatkeep.refs import Ref
-from chatkeep.sessions import ChatSession
+from chatkeep.sessions import ChatSession, prepare_batch
+from chatkeep.validation import check_bool
 
 if TYPE_CHECKING:
     from chatkeep.aio import AsyncChatkeep
@@ -85,10 +104,12 @@ class Thread:
 class _Options:
     title: str | None
     anonymize_pii: bool
+    restore: bool = True
 
 
 @dataclass(frozen=True, slots=True)
 class _Prepared:
+    session: ChatSession
     system: SystemMessage | None
     messages: list[AnyMessage]
 
@@ -114,10 +135,11 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def __init__(self, keep: Chatkeep | AsyncChatkeep, *, tenant: Party = None,
                  actor: Party = None, subject: Party = None, title: str | None = None,
-                 anonymize_pii: bool = True) -> None:
+                 anonymize_pii: bool = True, restore_output: bool = True) -> None:
         self.keep = check_keep(keep, "ChatkeepMiddleware")
         self.tenant, self.actor, self.subject = tenant, actor, subject
-        self._options = _Options(title, anonymize_pii)
+        self._options = _Options(title, anonymize_pii, check_bool(restore_output,
+                                                                  "restore_output"))
         self.tools = []
         self._last: OrderedDict[tuple[Ref, str], str | None] = OrderedDict()
 
@@ -132,6 +154,14 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 key = (get_config().get("configurable") or {}).get("thread_id")
             except RuntimeError:
                 key = None
+        return self._thread(key, runtime)
+
+    def thread_for(self, config: RunnableConfig, context: Any = None) -> Thread:
+        """The session a run with this ``config`` and ``context`` records into."""
+        key = (config.get("configurable") or {}).get("thread_id")
+        return self._thread(key, Runtime(context=context))
+
+    def _thread(self, key: Any, runtime: Runtime[Any]) -> Thread:
         if key is None:
             raise InvalidArgument(
                 "ChatkeepMiddleware keeps a conversation per LangGraph thread: run the agent "
@@ -164,14 +194,24 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     # -- sync: agent.invoke / stream -----------------------------------------------------
 
+    def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+        """Record the run's input, after checking its state is this tenant's own
+        (``ForeignThreadState`` otherwise: nothing recorded, nothing sent)."""
+        record(self._sync(), self.thread(runtime), self._options, state["messages"],
+               check=True)
+
     def wrap_model_call(self, request: ModelRequest[Any],
                         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
                         ) -> ModelResult:
-        """Record what the thread added, then call the model with the session's history."""
-        prepared = prepare(self._sync(), self.thread(request.runtime), self._options,
+        """Record what the thread added, then call the model with the session's history;
+        its answer comes back with real values where it wrote placeholders."""
+        core = self._sync()
+        prepared = prepare(core, self.thread(request.runtime), self._options,
                            request.state["messages"], request.system_message)
-        return handler(request.override(messages=prepared.messages,
-                                        system_message=prepared.system))
+        response = handler(request.override(messages=prepared.messages,
+                                            system_message=prepared.system))
+        return restored_response(core, prepared.session, response) \
+            if self._options.restore else response
 
     def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
         """Record the model's answer (the state is left as it is)."""
@@ -194,6 +234,11 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     # -- async: agent.ainvoke / astream --------------------------------------------------
 
+    async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+        """Async twin of :meth:`before_agent`."""
+        await self._run(_record_checked, self.thread(runtime), self._options,
+                        state["messages"])
+
     async def awrap_model_call(
             self, request: ModelRequest[Any],
             handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
@@ -201,8 +246,11 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """Async twin of :meth:`wrap_model_call`."""
         prepared = await self._run(prepare, self.thread(request.runtime), self._options,
                                    request.state["messages"], request.system_message)
-        return await handler(request.override(messages=prepared.messages,
-                                              system_message=prepared.system))
+        response = await handler(request.override(messages=prepared.messages,
+                                                  system_message=prepared.system))
+        if not self._options.restore:
+            return response
+        return await self._run(restored_response, prepared.session, response)
 
     async def aafter_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
         """Async twin of :meth:`after_model`."""
@@ -215,6 +263,38 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         thread = self.thread(runtime)
         if not self._ends_recorded(thread, state["messages"]):
             await self._run(record, thread, self._options, state["messages"])
+
+    # -- streamed output, with the user's values -------------------------------------------
+
+    def restored(self, stream: Iterable[Any], config: RunnableConfig, *,
+                 context: Any = None) -> Iterator[Any]:
+        """``agent.stream(...)`` (the same ``config`` and ``context``) with real values
+        where the model streamed placeholders: what the app shows its user. Message
+        chunks (``stream_mode="messages"``, alone or among other modes) are restored per
+        message, a placeholder split across chunks coming back whole (the held-back
+        tail follows as one more chunk of that message); everything else passes as it
+        is (the state's model answers are restored already)."""
+        core = self._sync()
+        thread = self.thread_for(config, context)
+        streams = _Streams(lambda: core.privacy.restorer(_session_of(core, thread)))
+        for item in stream:
+            yield from streams.each(item)
+        yield from streams.close()
+
+    async def arestored(self, stream: AsyncIterable[Any], config: RunnableConfig, *,
+                        context: Any = None) -> AsyncIterator[Any]:
+        """Async twin of :meth:`restored` (around ``agent.astream``)."""
+        if not is_async_keep(self.keep):
+            raise ConfigError("this ChatkeepMiddleware holds a Chatkeep: use restored() "
+                              "around agent.stream")
+        keep, thread = self.keep, self.thread_for(config, context)
+        core = await keep.core()
+        streams = _Streams(lambda: core.privacy.restorer(_session_of(core, thread)))
+        async for item in stream:
+            for out in await keep.run(lambda it: list(streams.each(it)), item):
+                yield out
+        for out in await keep.run(lambda: list(streams.close())):
+            yield out
 
     # -- what after_model last recorded, per thread ----------------------------------------
 
@@ -249,20 +329,179 @@ def open_session(core: Chatkeep, thread: Thread, options: _Options) -> ChatSessi
 
 
 def record(core: Chatkeep, thread: Thread, options: _Options,
-           state: Sequence[BaseMessage]) -> ChatSession:
+           state: Sequence[BaseMessage], *, check: bool = False) -> ChatSession:
     """Record the messages of ``state`` the session does not hold yet, in one
-    transaction; returns the session."""
+    transaction, each LangChain id once however many runs record it at the same time;
+    returns the session. ``check``: first refuse a state whose messages another
+    tenant's session of the same key recorded (:func:`_refuse_foreign`)."""
     session = open_session(core, thread, options)
     count, repository = session.message_count, session.repository
     recent = repository.marks_after(session.id, LANGCHAIN_ID, max(0, count - TAIL)) \
         if count else None
     new = pending(state, recent,
                   lambda ids: repository.stored_marks(session.id, LANGCHAIN_ID, ids))
-    drafts = drafts_of(new, state, lambda payload: core.privacy.restore_payload(session,
-                                                                                payload))
-    if drafts:
-        session.add_drafts(drafts)
+    if check:
+        _refuse_foreign(core, session, thread, new)
+    _append(core, session, new, state)
     return session
+
+
+def _record_checked(core: Chatkeep, thread: Thread, options: _Options,
+                    state: Sequence[BaseMessage]) -> ChatSession:
+    return record(core, thread, options, state, check=True)
+
+
+def _append(core: Chatkeep, session: ChatSession, new: Sequence[BaseMessage],
+            state: Sequence[BaseMessage]) -> None:
+    repository = session.repository
+    drafts = drafts_of(new, state,
+                       lambda payload: core.privacy.restore_payload(session, payload),
+                       lambda ids: repository.calls_taken(session.id, ids))
+    if drafts:
+        repository.append_unmarked(session.id, LANGCHAIN_ID,
+                                   prepare_batch(drafts, core.counter))
+
+
+def _refuse_foreign(core: Chatkeep, session: ChatSession, thread: Thread,
+                    new: Sequence[BaseMessage]) -> None:
+    """``ForeignThreadState`` when messages of ``new`` (what this session has not
+    recorded) are recorded in another session of the same key: another tenant's thread,
+    handed over by a checkpointer keyed by ``thread_id`` alone. Nothing of that state is
+    recorded; what follows its last foreign message (this run's own input) is, so that
+    the other tenant's next run on the shared state is refused in turn instead of
+    recording it."""
+    ids = [m.id for m in new if m.id]
+    if not ids:
+        return
+    foreign = session.repository.marks_elsewhere(session.id, thread.key, LANGCHAIN_ID, ids)
+    if not foreign:
+        return
+    last = max(i for i, m in enumerate(new) if m.id in foreign)
+    own = list(new[last + 1:])
+    _append(core, session, own, own)
+    raise ForeignThreadState(
+        f"the LangGraph state of thread {thread.key!r} holds messages another tenant's "
+        f"session recorded ({len(foreign)} of them): a checkpointer keyed by thread_id "
+        f"alone is shared by tenants. Nothing of it was recorded or sent. Scope thread_id "
+        f"per tenant (e.g. f'{{tenant}}:{{ticket}}'), or give each tenant its own "
+        f"checkpointer (or checkpoint namespace)")
+
+
+def restored_response(core: Chatkeep, session: ChatSession,
+                      response: ModelResult) -> ModelResult:
+    """The model's answer with real values where it wrote the session's placeholders
+    (text and tool-call arguments): what the graph state keeps, what the app shows and
+    what its tools get. The provider's copy stays as it was sent: redacted."""
+    if not core.privacy.redacts(session):
+        return response
+    if isinstance(response, AIMessage):
+        return _restored_message(core, session, response)
+    if isinstance(response, ModelResponse):
+        return dataclasses.replace(response, result=[
+            _restored_message(core, session, m) if isinstance(m, AIMessage) else m
+            for m in response.result])
+    return response
+
+
+def _restored_message(core: Chatkeep, session: ChatSession, message: AIMessage) -> AIMessage:
+    written = core.privacy.restore_payload(session, {
+        "content": message.content, "args": [call["args"] for call in message.tool_calls]})
+    calls = [{**call, "args": args} for call, args
+             in zip(message.tool_calls, written["args"], strict=True)]
+    return message.model_copy(update={"content": written["content"], "tool_calls": calls})
+
+
+def _session_of(core: Chatkeep, thread: Thread) -> ChatSession:
+    return core.sessions.by_key(thread.key, thread.tenant)
+
+
+class _Streams:
+    """The streamed message chunks of one run, restored per message (and per content
+    block): a restorer for each (``make``: one for the thread's session, made when the
+    message starts, so after the run created the session), flushed when its message
+    ends, another one starts or the stream ends."""
+
+    def __init__(self, make: Callable[[], StreamRestorer]) -> None:
+        self._make = make
+        self._open: dict[tuple[str | None, int], StreamRestorer] = {}
+        self._last: tuple[AIMessageChunk, Any] | None = None
+
+    def each(self, item: Any) -> Iterator[Any]:
+        """What ``item`` (one stream item) becomes: itself, or its chunk restored (and a
+        finished message's held-back tail before it)."""
+        mode = None
+        payload = item
+        if isinstance(item, tuple) and len(item) == 2 and item[0] == "messages":
+            mode, payload = item
+        if not (isinstance(payload, tuple) and len(payload) == 2
+                and isinstance(payload[0], AIMessage | AIMessageChunk)):
+            yield item
+            return
+        message, meta = payload
+        if self._last is not None and self._last[0].id != message.id:
+            yield from self._wrap(mode, self._tail())
+        if isinstance(message, AIMessageChunk):
+            out = self._chunk(message)
+            self._last = (message, meta)
+            yield self._wrapped(mode, (out, meta))
+            if message.chunk_position == "last":
+                yield from self._wrap(mode, self._tail())
+        else:
+            yield self._wrapped(mode, (self._whole(message), meta))
+
+    def close(self) -> Iterator[Any]:
+        """The held-back tail of the message still open when the stream ended."""
+        yield from self._wrap(None, self._tail())
+
+    @staticmethod
+    def _wrapped(mode: str | None, payload: Any) -> Any:
+        return payload if mode is None else (mode, payload)
+
+    def _wrap(self, mode: str | None, payloads: list[Any]) -> Iterator[Any]:
+        for payload in payloads:
+            yield self._wrapped(mode, payload)
+
+    def _restorer_for(self, key: tuple[str | None, int]) -> StreamRestorer:
+        found = self._open.get(key)
+        if found is None:
+            found = self._open[key] = self._make()
+        return found
+
+    def _chunk(self, chunk: AIMessageChunk) -> AIMessageChunk:
+        content = chunk.content
+        if isinstance(content, str):
+            return chunk.model_copy(update={
+                "content": self._restorer_for((chunk.id, 0)).feed(content)})
+        blocks: list[Any] = []
+        for index, block in enumerate(content):
+            if isinstance(block, dict) and isinstance(block.get("text"), str):
+                key = (chunk.id, 1 + int(block.get("index", index)))
+                block = {**block, "text": self._restorer_for(key).feed(block["text"])}
+            blocks.append(block)
+        return chunk.model_copy(update={"content": blocks})
+
+    def _whole(self, message: AIMessage) -> AIMessage:
+        restorer = self._make()
+
+        def restore(text: str) -> str:
+            return restorer.feed(text) + restorer.flush()
+
+        return message.model_copy(update={"content": map_strings(message.content, restore)})
+
+    def _tail(self) -> list[Any]:
+        """The held-back text of the open message, as one more chunk of it."""
+        last, self._last = self._last, None
+        held = {key: r.flush() for key, r in self._open.items()}
+        self._open.clear()
+        if last is None or not any(held.values()):
+            return []
+        chunk, meta = last
+        text = held.get((chunk.id, 0), "")
+        blocks = [{"type": "text", "text": t, "index": key[1] - 1}
+                  for key, t in held.items() if key[1] > 0 and t]
+        content: Any = text if not blocks else ([{"type": "text", "text": text}] if text
+                                                else []) + blocks
+        return [(AIMessageChunk(content=content, id=chunk.id), meta)]
 
 
 def prepare(core: Chatkeep, thread: Thread, options: _Options,
@@ -272,14 +511,16 @@ def prepare(core: Chatkeep, thread: Thread, options: _Options,
     prompt = str(system.text) if system is not None else ""
     history = list(core.compressor.build_history(session, prompt))
     if system is None:
-        return _Prepared(None, from_history(history))
+        return _Prepared(session, None, from_history(history))
     first = history[0] if history else None
     content = first.get("content") if first is not None and first["role"] == "system" \
         else None
     if not isinstance(content, str) or not (prompt or content.startswith(MEMORY_HEADER)):
         # No system text went out (an empty prompt, no memories): the request's own, scrubbed.
-        return _Prepared(_scrubbed(core, session, system, None), from_history(history))
-    return _Prepared(_scrubbed(core, session, system, content), from_history(history[1:]))
+        return _Prepared(session, _scrubbed(core, session, system, None),
+                         from_history(history))
+    return _Prepared(session, _scrubbed(core, session, system, content),
+                     from_history(history[1:]))
 
 
 def _scrubbed(core: Chatkeep, session: ChatSession, system: SystemMessage,
