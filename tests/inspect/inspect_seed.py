@@ -195,3 +195,21 @@ def add_wide_session(url: str) -> str:
         return wide.id
     finally:
         keep.close()
+
+
+LABEL_EMAIL = "maria.garcia@example.org"
+LABEL_PHONE = "+34 622 987 654"
+
+
+def add_labelled_session(url: str) -> str:
+    """A session whose app key holds an e-mail address and whose title holds a phone
+    number (personal data outside any message), with a message and a billed call so it
+    shows in every usage table. Returns its id."""
+    keep = Chatkeep(url, config=config(), dispatcher="inline")
+    try:
+        session = keep.sessions.open(f"mail-{LABEL_EMAIL}", tenant=ORG,
+                                     title=f"Call back on {LABEL_PHONE}")
+        _turns(session, [("Where is my parcel?", "It left the depot this morning.")])
+        return session.id
+    finally:
+        keep.close()

@@ -23,7 +23,6 @@ from chatkeep.cli.common import (
     parse_ref,
     require_existing,
 )
-from chatkeep.config import Config
 from chatkeep.errors import ChatkeepError, StoreError
 
 TOKEN_ENV = "CHATKEEP_INSPECT_TOKEN"
@@ -47,7 +46,7 @@ def inspect(db: DbOption = DEFAULT_DB,
     beside what the model receives now, summaries and folds, memories, usage, redaction.
     Binds 127.0.0.1 by default; --tenant confines every page to one tenant."""
     from chatkeep.inspect import EXTRA_HINT, require_extra
-    from chatkeep.inspect.security import is_loopback
+    from chatkeep.inspect.security import require_token
 
     try:
         require_extra()
@@ -57,18 +56,18 @@ def inspect(db: DbOption = DEFAULT_DB,
     generated = token == "generate"
     if generated:
         token = secrets.token_urlsafe(24)
-    if not is_loopback(host) and not token:
-        raise typer.BadParameter(
-            f"binding {host} exposes the store beyond this machine: pass --token (or set "
-            f"{TOKEN_ENV}); every request must then carry it", param_hint="'--host'")
+    try:
+        require_token(host, token)
+    except ChatkeepError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'--host'") from exc
     require_existing(db)
     import uvicorn
 
     from chatkeep.inspect.app import open_app
 
     try:
-        app, inspector = open_app(db, config=Config.load(None, toml_path=config),
-                                  tenant=tenant_ref, reveal=reveal, host=host, token=token)
+        app, inspector = open_app(db, config_file=config, tenant=tenant_ref, reveal=reveal,
+                                  host=host, token=token)
     except StoreError as exc:
         fail(explain_store_error(db, f"{type(exc).__name__}: {exc}"))
     except ChatkeepError as exc:

@@ -24,7 +24,8 @@ from chatkeep.errors import ChatkeepError
 from chatkeep.inspect.context import STATIC, Inspector
 from chatkeep.inspect.readonly import open_read_only
 from chatkeep.inspect.routes import memories, privacy, session, sessions, summary, usage
-from chatkeep.inspect.security import AccessGuard, allowed_hosts
+from chatkeep.inspect.security import AccessGuard, allowed_hosts, require_token
+from chatkeep.inspect.settings import load_settings
 from chatkeep.memory.embedders import Embedder
 from chatkeep.refs import Ref
 
@@ -62,7 +63,9 @@ async def _internal(request: Request, exc: Exception) -> Response:
 def create_app(inspector: Inspector, *, host: str = "127.0.0.1",
                token: str | None = None) -> Any:
     """The application serving ``inspector``, guarded for a server bound to ``host``
-    (``token``: required on every request when given)."""
+    (``token``: required on every request when given). ``ConfigError`` for a host
+    beyond loopback without a token (see ``security.require_token``)."""
+    require_token(host, token)
     routes = [Route("/", _home), *sessions.ROUTES, *session.ROUTES, *summary.ROUTES,
               *privacy.ROUTES, *memories.ROUTES, *usage.ROUTES,
               Mount("/static", StaticFiles(directory=str(STATIC)), name="static")]
@@ -73,12 +76,18 @@ def create_app(inspector: Inspector, *, host: str = "127.0.0.1",
     return AccessGuard(app, hosts=allowed_hosts(host), token=token)
 
 
-def open_app(database_url: str, *, config: Config | None = None, tenant: Ref | None = None,
+def open_app(database_url: str, *, config: Config | None = None,
+             config_file: str | None = None, tenant: Ref | None = None,
              reveal: bool = False, host: str = "127.0.0.1", token: str | None = None,
              embedder: Embedder | None = None) -> tuple[Any, Inspector]:
     """Open ``database_url`` read-only and build the application over it; returns it and
-    its inspector (close ``inspector.keep`` when done). ``StoreError`` when the database
-    cannot be opened or has no chatkeep schema."""
-    keep = open_read_only(database_url, config or Config.load(), embedder=embedder)
-    inspector = Inspector(keep, tenant=tenant, reveal=reveal)
+    its inspector (close ``inspector.keep`` when done). The settings are ``config``, or
+    the application's as ``Config.load`` reads them (``config_file``, the environment):
+    the dry run uses their budget and says where it came from. ``ConfigError`` before
+    anything is opened for a host beyond loopback without a token; ``StoreError`` when
+    the database cannot be opened or has no chatkeep schema."""
+    require_token(host, token)
+    settings, origin = load_settings(config, config_file)
+    keep = open_read_only(database_url, settings, embedder=embedder)
+    inspector = Inspector(keep, tenant=tenant, reveal=reveal, budget_origin=origin)
     return create_app(inspector, host=host, token=token), inspector

@@ -20,7 +20,9 @@ from chatkeep.app import Chatkeep
 from chatkeep.errors import ChatkeepError
 from chatkeep.inspect import queries
 from chatkeep.inspect.masking import Masker, masker_for, split_placeholders
+from chatkeep.inspect.settings import DEFAULT
 from chatkeep.refs import Ref
+from chatkeep.sessions import ChatSession
 from chatkeep.store.rows import SessionRow
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -39,20 +41,41 @@ def bad_request(message: str) -> NoReturn:
 
 class Inspector:
     """The state the views share: a read-only ``Chatkeep``, the tenant every query is
-    confined to (``None``: all), and whether values may be revealed at all."""
+    confined to (``None``: all), whether values may be revealed at all, and where the
+    budget of its config came from (``budget_origin``, shown beside the dry run)."""
 
     def __init__(self, keep: Chatkeep, *, tenant: Ref | None = None,
-                 reveal: bool = False) -> None:
+                 reveal: bool = False, budget_origin: str = "the inspector's config") -> None:
         self.keep = keep
         self.engine = keep.engine
         self.tenant = tenant
         self.reveal = reveal
+        self.budget_origin = budget_origin
         self.templates = _environment()
 
     @property
     def budget(self) -> int:
         """``chat.max_history_tokens``."""
         return self.keep.config.chat.max_history_tokens
+
+    @property
+    def budget_is_default(self) -> bool:
+        """Whether nothing set the budget (so it may not be the application's)."""
+        return self.budget_origin == DEFAULT
+
+    def redacts(self, row: SessionRow) -> bool:
+        """Whether the session's text leaves redacted under this config, by the library's
+        own rule (``PrivacyGuard.redacts``, as ``chatkeep sessions show`` asks it)."""
+        return self.keep.privacy.redacts(ChatSession(self.keep.repository, row))
+
+    def redaction(self, row: SessionRow) -> str:
+        """:meth:`redacts` in words, naming the switch that decides when it does not."""
+        if self.redacts(row):
+            return "redacted" + (" (protected: every process redacts it)"
+                                 if row.pii_protected else "")
+        if not row.anonymize_pii:
+            return "not redacted (the session's switch is off)"
+        return "not redacted (the application's switch, privacy.anonymize_pii, is off)"
 
     @property
     def vault_key(self) -> str | None:
@@ -70,6 +93,13 @@ class Inspector:
     def masker(self, sealed: str | None) -> Masker:
         """The display masker over a stored mapping (a session's vault, a memory's values)."""
         return masker_for(self.keep.privacy.redactor, sealed, self.vault_key)
+
+    def labels(self, row: SessionRow, masker: Masker | None = None) -> tuple[str, str]:
+        """The session's app key and title as a page shows them: masked like its
+        messages, under its own stored mapping (``masker``: the page's, when it has one;
+        a revealed page's shows them as stored). ``""`` for what the session lacks."""
+        shown = masker if masker is not None else self.masker(row.pii_vault)
+        return shown.text(row.key), shown.text(row.title)
 
     def tenant_filter(self, request: Request) -> Ref | None:
         """The ``tenant`` parameter, within the confinement: a confined inspector reads
@@ -202,12 +232,17 @@ def client_of(request: Request) -> str:
     return f"{request.client.host}:{request.client.port}" if request.client else "unknown"
 
 
-async def form_field(request: Request, name: str) -> str:
-    """One field of a small url-encoded form post (the reveal form); "" when absent."""
+async def form_fields(request: Request) -> dict[str, str]:
+    """The fields of a small url-encoded form post (the reveal forms)."""
     body = await request.body()
     if len(body) > 8192:
         bad_request("form too large")
-    return dict(parse_qsl(body.decode("utf-8", "replace"))).get(name, "")
+    return dict(parse_qsl(body.decode("utf-8", "replace")))
+
+
+async def form_field(request: Request, name: str) -> str:
+    """One field of a small url-encoded form post (the reveal form); "" when absent."""
+    return (await form_fields(request)).get(name, "")
 
 
 def id_param(request: Request, name: str) -> str | None:

@@ -437,12 +437,13 @@ def _usage_rows(rows: Sequence[Any], width: int) -> list[UsageRow]:
 def usage_by(engine: Engine, f: UsageFilter, group: str, *,
              limit: int | None = None) -> list[UsageRow]:
     """The ledger summed by ``group`` (tenant, purpose, model or session), biggest first.
-    A session group's key is (session id, key, title)."""
+    A session group's key is (session id, key, title, stored mapping): the mapping masks
+    the key and title for display."""
     if group == "tenant":
         columns: list[Any] = [_U.tenant_type, _U.tenant_id]
         query: Select[Any] = select(*columns, *_sums())
     elif group == "session":
-        columns = [_U.session_id, _S.key, _S.title]
+        columns = [_U.session_id, _S.key, _S.title, _S.pii_vault]
         query = select(*columns, *_sums()).join(chat_sessions, _S.id == _U.session_id)
     elif group in ("purpose", "model"):
         columns = [_U.purpose if group == "purpose" else _U.model]

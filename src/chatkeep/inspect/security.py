@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
+from chatkeep.errors import ConfigError
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -46,6 +48,16 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
+
+
+def require_token(host: str, token: str | None) -> None:
+    """Refuse to serve beyond this machine without a token: ``ConfigError`` when ``host``
+    is not loopback (an address, a name or a wildcard such as ``0.0.0.0``) and ``token``
+    is empty. ``create_app`` and ``chatkeep inspect`` both ask it."""
+    if not is_loopback(host) and not token:
+        raise ConfigError(
+            f"binding {host or 'every interface'} exposes the store beyond this machine: "
+            f"pass a token (--token, or {TOKEN_ENV}); every request must then carry it")
 
 
 def allowed_hosts(bind_host: str) -> frozenset[str] | None:

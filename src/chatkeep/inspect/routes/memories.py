@@ -77,6 +77,7 @@ def memory_page(request: Request) -> Response:
         not_found(f"no memory {raw}" + (f" in tenant {ins.tenant}" if ins.tenant else ""))
     older, newer = queries.memory_versions(ins.engine, memory)
     source = None
+    source_key = ""
     messages: list[dict[str, Any]] = []
     after = queries.distilled_after(ins.engine, memory)
     if memory.source_session_id is not None:
@@ -85,6 +86,7 @@ def memory_page(request: Request) -> Response:
         start = max(after, memory.source_through_seq - SOURCE_WINDOW)
         window = queries.read_log(ins.engine, source, after=start, limit=SOURCE_WINDOW)
         masker = ins.masker(source.pii_vault)
+        source_key = ins.labels(source, masker)[0]
         previous = previous_texts(window.messages)
         messages = [{"m": m, "text": masker.text(m.content, previous.get(m.seq)),
                      "calls": [(c.name, masker.text(c.arguments)) for c in m.tool_calls]}
@@ -94,6 +96,7 @@ def memory_page(request: Request) -> Response:
         request, "memory.html", memory=memory, text=_shown(ins, memory),
         older=[{"row": r, "text": _shown(ins, r)} for r in older],
         newer=[{"row": r, "text": _shown(ins, r)} for r in newer], source=source,
+        source_key=source_key,
         messages=messages, after=after, vectors=queries.memory_vectors(ins.engine, memory.id),
         model=retriever.model if isinstance(retriever, HybridRetriever) else None,
         scope=queries.scope_label(memory.scope, memory.subject, memory.actor),

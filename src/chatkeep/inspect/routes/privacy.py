@@ -16,7 +16,7 @@ from chatkeep.store.rows import SessionRow
 def _page(request: Request, ins: Inspector, row: SessionRow, masker: Masker, *,
           reveal_message: str | None = None, status: int = 200) -> Response:
     config = ins.keep.config.privacy
-    redacts = row.anonymize_pii and (config.anonymize_pii or row.pii_protected)
+    redacts = ins.redacts(row)
     vault, problem = (masker.vault, None) if masker.revealed else \
         open_vault(row.pii_vault, ins.vault_key)
     detectors = detectors_by_type(ins.keep.privacy.redactor.detector)
@@ -31,7 +31,7 @@ def _page(request: Request, ins: Inspector, row: SessionRow, masker: Masker, *,
         problem=problem if row.pii_vault is not None else None, masker=masker,
         sealed=row.pii_vault is not None and is_sealed(row.pii_vault),
         app_switch=config.anonymize_pii, reveal_message=reveal_message, tab="privacy",
-        title=f"Privacy of {row.key or row.id}")
+        title=f"Privacy of {ins.labels(row, masker)[0] or row.id}")
 
 
 ROUTES = session_page_routes("/sessions/{session_id}/privacy", "privacy", "privacy", _page)

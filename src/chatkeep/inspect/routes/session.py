@@ -77,7 +77,7 @@ def _page(request: Request, ins: Inspector, row: SessionRow, masker: Masker, *,
     context = {"row": row, "window": window, "entries": log_entries(window, masker),
                "masker": masker, "formats": list(FORMATS), "reveal_message": reveal_message,
                "tab": "log",
-               "title": f"Session {row.key or row.id}"}
+               "title": f"Session {ins.labels(row, masker)[0] or row.id}"}
     if request.headers.get("hx-target") == "log":
         return ins.render(request, "_log.html", status, **context)
     return ins.render(request, "session.html", status, **context)

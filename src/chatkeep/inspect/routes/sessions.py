@@ -1,19 +1,20 @@
-"""The sessions list: filters, sort, keyset pages."""
+"""The sessions list: filters, sort, keyset pages; app keys and titles masked like text."""
 
 from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from chatkeep.inspect import queries
 from chatkeep.inspect.context import (
+    Inspector,
     choice_param,
     date_param,
-    inspector_of,
     ref_param,
     text_param,
 )
+from chatkeep.inspect.masking import Masker, Reveal
+from chatkeep.inspect.routes.reveal import list_page_routes
 
 STATE_LABELS = {
     "active": "not closed",
@@ -25,9 +26,10 @@ STATE_LABELS = {
 }
 
 
-def session_list(request: Request) -> Response:
-    """``GET /sessions``: the page, or its table alone for htmx."""
-    ins = inspector_of(request)
+def session_list(request: Request, ins: Inspector, *, reveal: Reveal | None = None,
+                 form: dict[str, str] | None = None, status: int = 200) -> Response:
+    """``GET /sessions``: the page, or its table alone for htmx; each app key and title
+    masked under its session's mapping (``POST`` with the vault key: as stored)."""
     f = queries.SessionFilter(
         tenant=ins.tenant_filter(request), actor=ref_param(request, "actor"),
         subject=ref_param(request, "subject"), key=text_param(request, "key", limit=255),
@@ -36,10 +38,14 @@ def session_list(request: Request) -> Response:
         sort=choice_param(request, "sort", queries.SORTS, "activity") or "activity",
         after=text_param(request, "after", limit=400))
     page = queries.list_sessions(ins.engine, f, budget=ins.budget)
+    revealed = reveal is not None and reveal.granted
+    shown = Masker(None) if revealed else None
+    labels = {line.row.id: ins.labels(line.row, shown) for line in page.lines}
     name = "_sessions_table.html" if request.headers.get("hx-target") == "sessions" \
         else "sessions.html"
-    return ins.render(request, name, page=page, f=f, states=STATE_LABELS,
-                      sorts=queries.SORTS, title="Sessions")
+    return ins.render(request, name, status, page=page, f=f, states=STATE_LABELS,
+                      sorts=queries.SORTS, labels=labels, revealed=revealed,
+                      reveal_message=reveal.message if reveal else None, title="Sessions")
 
 
-ROUTES = [Route("/sessions", session_list, name="sessions")]
+ROUTES = list_page_routes("/sessions", "sessions", "sessions list", session_list)

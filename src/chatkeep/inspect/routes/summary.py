@@ -49,7 +49,7 @@ def _page(request: Request, ins: Inspector, row: SessionRow, masker: Masker, *,
                       stored_folds=stored,
                       by_fold=dict(sorted(by_fold.items())), masker=masker,
                       reveal_message=reveal_message, tab="summary", limit=FOLD_ROWS,
-                      title=f"Summary of {row.key or row.id}")
+                      title=f"Summary of {ins.labels(row, masker)[0] or row.id}")
 
 
 ROUTES = session_page_routes("/sessions/{session_id}/summary", "summary", "summary", _page)

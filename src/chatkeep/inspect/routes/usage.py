@@ -1,5 +1,6 @@
 """The usage ledger: by tenant, session, purpose and model, over time (inline SVG), each
-table exportable as CSV, and the reconciliation of the ledger with the sessions' totals."""
+table exportable as CSV, and the reconciliation of the ledger with the sessions' totals.
+Sessions' app keys and titles are masked like their text (a keyed reveal shows them)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,18 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from chatkeep.inspect import queries
 from chatkeep.inspect.context import (
+    Inspector,
+    bad_request,
     choice_param,
     date_param,
     id_param,
-    inspector_of,
     text_param,
 )
+from chatkeep.inspect.masking import Masker, Reveal
+from chatkeep.inspect.routes.reveal import list_page_routes
 from chatkeep.inspect.svg import bars, stacked_columns
 
 TABLES = ("tenants", "purposes", "models", "sessions", "time", "ledger")
@@ -29,11 +32,18 @@ CSV_ROWS = 100_000
 TOKENS = ["calls", "prompt_tokens", "completion_tokens", "total_tokens"]
 
 
-def _tables(engine: Any, f: queries.UsageFilter, bucket: str,
-            limit: int) -> dict[str, tuple[list[str], list[list[Any]]]]:
+def _tables(ins: Inspector, f: queries.UsageFilter, bucket: str, limit: int, *,
+            revealed: bool = False) -> dict[str, tuple[list[str], list[list[Any]]]]:
     """Every table of the page as (header, rows): at most ``limit`` rows of those that
     grow with the data (tenants, models, sessions, ledger lines); every purpose and
-    period."""
+    period. Sessions' keys and titles are masked under each one's mapping unless
+    ``revealed``."""
+    engine = ins.engine
+
+    def labels(r: queries.UsageRow) -> list[str]:
+        masker = Masker(None) if revealed else ins.masker(r.key[3])
+        return [masker.text(r.key[1]), masker.text(r.key[2])]
+
     def sums(row: queries.UsageRow) -> list[Any]:
         return [row.calls, row.prompt_tokens, row.completion_tokens, row.total_tokens]
 
@@ -49,8 +59,7 @@ def _tables(engine: Any, f: queries.UsageFilter, bucket: str,
         "purposes": (["purpose", *TOKENS], [[r.key[0], *sums(r)] for r in purposes]),
         "models": (["model", *TOKENS], [[r.key[0] or "-", *sums(r)] for r in models]),
         "sessions": (["session", "key", "title", *TOKENS],
-                     [[r.key[0], r.key[1] or "", r.key[2] or "", *sums(r)]
-                      for r in sessions]),
+                     [[r.key[0], *labels(r), *sums(r)] for r in sessions]),
         "time": ([bucket, "purpose", *TOKENS], [[r.key[0], r.key[1], *sums(r)]
                                                  for r in time]),
         "ledger": (["created_at", "session", "tenant", "purpose", "model", "prompt_tokens",
@@ -93,9 +102,10 @@ def _time_chart(rows: list[list[Any]]) -> str:
     return stacked_columns(buckets, series) if buckets else ""
 
 
-def usage_page(request: Request) -> Response:
-    """``GET /usage`` (``?csv=TABLE`` for one table as CSV)."""
-    ins = inspector_of(request)
+def usage_page(request: Request, ins: Inspector, *, reveal: Reveal | None = None,
+               form: dict[str, str] | None = None, status: int = 200) -> Response:
+    """``GET /usage`` (``?csv=TABLE`` for one table as CSV); ``POST`` with the vault key:
+    the page, or the CSV its ``csv`` field names, with keys and titles as stored."""
     session_id = id_param(request, "session")
     if session_id is not None:
         ins.session(session_id)  # another tenant's session is not found
@@ -105,24 +115,30 @@ def usage_page(request: Request) -> Response:
         model=text_param(request, "model", limit=255),
         since=date_param(request, "since"), until=date_param(request, "until"))
     bucket = choice_param(request, "bucket", list(queries.BUCKETS), "day") or "day"
+    revealed = reveal is not None and reveal.granted
     wanted = choice_param(request, "csv", TABLES)
-    if wanted is not None:
-        header, rows = _tables(ins.engine, f, bucket, CSV_ROWS)[wanted]
+    if revealed and form and form.get("csv"):
+        wanted = form["csv"] if form["csv"] in TABLES else bad_request(
+            f"csv: expected one of {', '.join(TABLES)}")
+    if wanted is not None and (reveal is None or revealed):
+        header, rows = _tables(ins, f, bucket, CSV_ROWS, revealed=revealed)[wanted]
         return _csv(wanted, header, rows)
-    tables = _tables(ins.engine, f, bucket, SHOWN + 1)
+    tables = _tables(ins, f, bucket, SHOWN + 1, revealed=revealed)
     shown = {name: (header, rows[:SHOWN], len(rows) > SHOWN)
              for name, (header, rows) in tables.items()}
     totals = [sum(int(r[i]) for r in tables["purposes"][1]) for i in (1, 2, 3, 4)]
     purposes, models = queries.usage_choices(ins.engine, f.tenant)
     return ins.render(
-        request, "usage.html", f=f, bucket=bucket, buckets=list(queries.BUCKETS),
+        request, "usage.html", status, f=f, bucket=bucket, buckets=list(queries.BUCKETS),
         tables=shown, totals=totals, purposes=purposes, models=models,
         time_chart=_time_chart(tables["time"][1]),
         time_purposes=sorted({r[1] for r in tables["time"][1]}),
         purpose_chart=bars([(str(r[0]), int(r[4])) for r in tables["purposes"][1]]),
         model_chart=bars([(str(r[0]), int(r[4])) for r in tables["models"][1][:12]]),
         recon=queries.reconcile(ins.engine, f.tenant, f.session_id),
-        filtered=any((f.purpose, f.model, f.since, f.until)), title="Usage")
+        filtered=any((f.purpose, f.model, f.since, f.until)), revealed=revealed,
+        reveal_message=reveal.message if reveal else None, csv_tables=TABLES,
+        title="Usage")
 
 
-ROUTES = [Route("/usage", usage_page, name="usage")]
+ROUTES = list_page_routes("/usage", "usage", "usage", usage_page)
