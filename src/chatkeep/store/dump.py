@@ -157,12 +157,11 @@ def write_dump(lines: Iterable[bytes], path: str | Path,
     written. A full disk (any ``OSError``) is a ``DumpWriteError``."""
     target = Path(path)
     try:
-        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial",
-                                             dir=target.parent)
+        file, temporary = _open_beside(target)
     except OSError as exc:
         raise _write_error(target, exc) from None
     try:
-        with os.fdopen(handle, "wb") as file:
+        with file:
             written = write_lines(lines, file, progress)
             _synced(file, target)
         try:
@@ -174,6 +173,13 @@ def write_dump(lines: Iterable[bytes], path: str | Path,
             os.unlink(temporary)
         raise
     return written
+
+
+def _open_beside(target: Path) -> tuple[IO[bytes], str]:
+    """A new temporary file in ``target``'s folder (so the rename stays on one disk)."""
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial",
+                                         dir=target.parent)
+    return os.fdopen(handle, "wb"), temporary
 
 
 def write_lines(lines: Iterable[bytes], file: IO[bytes],
