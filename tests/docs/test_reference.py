@@ -26,7 +26,7 @@ INTERNAL = ("chatkeep.store", "chatkeep.cli", "chatkeep.inspect", "chatkeep.demo
 #: define, or their ``__all__``).
 MODULES = ("chatkeep", "chatkeep.errors", "chatkeep.config", "chatkeep.messages",
            "chatkeep.refs", "chatkeep.jobs", "chatkeep.jobs.celery",
-           "chatkeep.privacy.streaming")
+           "chatkeep.privacy.streaming", "chatkeep.testing.langchain")
 #: What the reference must never show: the internals of the public classes.
 HIDDEN = ("chatkeep.sessions.ChatSession.row", "chatkeep.sessions.ChatSession.repository",
           "chatkeep.sessions.ChatSession.adopt_row",
