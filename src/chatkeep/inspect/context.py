@@ -71,8 +71,7 @@ class Inspector:
     def redaction(self, row: SessionRow) -> str:
         """:meth:`redacts` in words, naming the switch that decides when it does not."""
         if self.redacts(row):
-            return "redacted" + (" (protected: every process redacts it)"
-                                 if row.pii_protected else "")
+            return "redacted" + (" (protected)" if row.pii_protected else "")
         if not row.anonymize_pii:
             return "not redacted (the session's switch is off)"
         return "not redacted (the application's switch, privacy.anonymize_pii, is off)"
