@@ -5,7 +5,8 @@ phone, an SSN, a card, an IBAN, and a name learnt from "my name is ...") in ever
 Agents SDK run has: the run's input, tool returns (text, structured with any key names,
 text beside an image and a file), an input guardrail running its own agent, a handoff to
 another agent, an agent run as a tool (its own tool returning values), a streamed run,
-and a second run resuming the conversation from the session. Each value is written plain
+a second run resuming the conversation from the session, and a run interrupted for a
+tool's approval and resumed from its state. Each value is written plain
 in the first input (where the vault learns it); its copies elsewhere are in any surface
 form. Every byte the strict fake receives and every trace the SDK exports (recorded, and
 as its exporter would POST it) must be free of raw and normalised forms.
@@ -158,6 +159,10 @@ def responder(body: dict[str, Any]) -> Reply:
         if step == 0:
             return Reply.calls((f"call_e{len(json.dumps(body))}", "read_file", "{}"))
         return Reply.ok(f"Expert: {outputs[-1][:300]}")
+    if "You file cases" in system:
+        if step == 0:
+            return Reply.calls((f"call_f{len(json.dumps(body))}", "file_case", "{}"))
+        return Reply.ok(f"Filed: {outputs[-1][:300]}")
     if "You close" in system:
         return Reply.ok(f"All set. Seen: {(outputs[-1] if outputs else '')[:300]}")
     return Reply.ok("ok")
@@ -199,6 +204,11 @@ def test_no_raw_value_leaves_any_part_of_an_agents_sdk_run(
         """The customer's record."""
         return lookup_return(example)
 
+    @function_tool(needs_approval=True)
+    def file_case() -> str:
+        """File the case (a person approves it first)."""
+        return "Filed for " + ", ".join(forms_of(example, example.expert[::-1]))
+
     @function_tool
     def read_file() -> str:
         """The customer's file."""
@@ -239,6 +249,20 @@ def test_no_raw_value_leaves_any_part_of_an_agents_sdk_run(
                         pass
                     result = streamed
                 assert result.last_agent.name == "closer"
+            # A run interrupted for approval, resumed from its state.
+            clerk = Agent(name="clerk", instructions="You file cases.", tools=[file_case],
+                          model=model)
+            paused = await session.run(clerk, "File the case for c-17.")
+            state = paused.to_state()
+            for interruption in paused.interruptions:
+                state.approve(interruption)
+            if example.how == "run":
+                resumed: Any = await session.run(clerk, state)
+            else:
+                resumed = session.run_streamed(clerk, state)
+                async for _ in resumed.stream_events():
+                    pass
+            assert str(resumed.final_output).startswith("Filed: ")
 
     try:
         asyncio.run(scenario())
@@ -247,8 +271,8 @@ def test_no_raw_value_leaves_any_part_of_an_agents_sdk_run(
     finally:
         server.stop()
     agents_called = "".join(bodies)
-    assert all(f"You {what}" in agents_called for what in ("triage", "are the expert",
-                                                          "close")), "every part ran"
+    assert all(f"You {what}" in agents_called for what in (
+        "triage", "are the expert", "close", "file cases")), "every part ran"
     assert "Is the request on topic" in agents_called and len(guarded) == 2
     assert rejected == []
     assert_never_raw([(f"request {i}", b) for i, b in enumerate(bodies)], values)
