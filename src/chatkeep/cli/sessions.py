@@ -179,8 +179,11 @@ def show(session_id: SessionIdArg, tenant: TenantOption = None,
             None if as_json else TAIL_DEFAULT
         shown = messages if count is None else messages[len(messages) - count:] \
             if count else []
+        holds = keep.holds.list(s.tenant, session_id=s.id)
         if as_json:
             print_json({**session_json(s), "summary": s.summary,
+                        "holds": [{"id": h.id, "on": h.describe(), "reason": h.reason}
+                                  for h in holds],
                         "redacted": keep.privacy.redacts(s),
                         "conversation_tokens": size,
                         "messages": [_message_json(m) for m in shown]})
@@ -192,6 +195,9 @@ def show(session_id: SessionIdArg, tenant: TenantOption = None,
         console.print(f"messages {s.message_count} · conversation {size} tokens (stored "
                       f"messages) · billed {s.total_tokens} tokens (usage ledger) · "
                       f"{redaction(keep, s)} · closed {s.closed}")
+        for hold in holds:
+            console.print(f"[bold red]legal {safe(hold.describe())}[/bold red]: "
+                          f"{safe(hold.reason)} (delete and erase refused)", soft_wrap=True)
         console.print(f"summary watermark {s.summary_watermark} "
                       f"(version {s.row.summary_version}) · distilled through "
                       f"{s.row.distilled_through}")
