@@ -204,12 +204,17 @@ LABEL_PHONE = "+34 622 987 654"
 def add_labelled_session(url: str) -> str:
     """A session whose app key holds an e-mail address and whose title holds a phone
     number (personal data outside any message), with a message and a billed call so it
-    shows in every usage table. Returns its id."""
-    keep = Chatkeep(url, config=config(), dispatcher="inline")
+    shows in every usage table, and a memory distilled from it (whose provenance names
+    the session). Returns its id."""
+    model = ScriptedModel(facts=[[{"scope": "tenant",
+                                   "content": "Parcels leave the depot in the morning."}]])
+    keep = Chatkeep(url, model=model, config=config(), dispatcher="inline",
+                    embedder=embedder())
     try:
         session = keep.sessions.open(f"mail-{LABEL_EMAIL}", tenant=ORG,
                                      title=f"Call back on {LABEL_PHONE}")
         _turns(session, [("Where is my parcel?", "It left the depot this morning.")])
+        keep.memory.distil(session.id)
         return session.id
     finally:
         keep.close()

@@ -53,6 +53,12 @@ def test_key_and_title_are_masked_everywhere(client: TestClient, labelled: str) 
         assert "&lt;EMAIL_" in page_title(client.get(f"/sessions/{labelled}/{tab}").text)
     listed = client.get("/sessions").text
     assert '<td><mark class="ph">&lt;EMAIL_' in listed
+    memory = re.search(r'href="/memories/(\d+)"', client.get(
+        f"/memories?session={labelled}").text)
+    assert memory, "the labelled session's memory"
+    provenance = client.get(f"/memories/{memory.group(1)}").text
+    assert "Distilled from session" in provenance and "&lt;EMAIL_" in provenance
+    no_raw(provenance, "a memory's provenance")
     for table in CSVS:
         body = client.get(f"/usage?csv={table}").text
         no_raw(body, f"{table}.csv")
