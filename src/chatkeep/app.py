@@ -16,9 +16,15 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from chatkeep.config import Config
-from chatkeep.errors import ChatkeepError, ConfigError, InvalidArgument, StoreError
-from chatkeep.history.compressor import HistoryCompressor
-from chatkeep.jobs import Dispatcher, make_dispatcher
+from chatkeep.errors import (
+    ChatkeepError,
+    ConfigError,
+    InvalidArgument,
+    SessionNotFound,
+    StoreError,
+)
+from chatkeep.history.compressor import FOLD_JOB, HistoryCompressor
+from chatkeep.jobs import Dispatcher, InlineDispatcher, make_dispatcher
 from chatkeep.lifecycle import (
     Eraser,
     ErasureCheck,
@@ -103,6 +109,12 @@ class Chatkeep:
             self.compressor.on_compress.append(self.memory.dispatch_distil)
         if self.config.memory.recall_in_history:
             self.compressor.memory_provider = self.memory.provider
+        if not isinstance(self.dispatcher, InlineDispatcher):
+            # A turn whose fold stopped at chat.max_fold_calls_per_turn leaves the rest to
+            # the background (inline, the next turns fold it: running it here would undo
+            # the bound).
+            self.compressor.on_backlog.append(
+                lambda session: self.dispatcher.dispatch(FOLD_JOB, session.id))
         self.dispatcher.bind(self.job_handlers())
         # Forgetting (issue 36): deletes, erasures and holds over the store's procedures.
         self.lifecycle = LifecycleStore(self.engine, self.repository.clock)
@@ -126,7 +138,16 @@ class Chatkeep:
 
     def job_handlers(self) -> dict[str, Any]:
         """Job name -> handler taking a session id (what dispatchers and workers run)."""
-        return {DISTIL_JOB: self.memory.run_job}
+        return {DISTIL_JOB: self.memory.run_job, FOLD_JOB: self._run_fold_job}
+
+    def _run_fold_job(self, session_id: str) -> None:
+        """The ``"fold"`` job: fold a session's backlog with no per-turn bound (a session
+        deleted meanwhile has nothing to fold)."""
+        try:
+            session = self.sessions.get_unscoped(session_id)
+        except SessionNotFound:
+            return
+        self.compressor.fold_backlog(session)
 
     def usage(self, tenant: Ref | None = None, *, since: datetime | None = None,
               until: datetime | None = None) -> list[UsageLine]:

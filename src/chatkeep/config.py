@@ -59,10 +59,15 @@ class ChatConfig:
     summary_input_max_tokens: int = 16000
     """What one summarizer call may read (prompt, previous summary and transcript): a larger
     backlog is folded in several calls, so it fits the summary model's own context."""
+    max_fold_calls_per_turn: int = 4
+    """Summarizer calls one turn may make: a larger backlog (a long conversation imported,
+    or recorded before chatkeep folded it) is folded a bounded step per turn, the rest on
+    later turns or by the ``"fold"`` background job (dispatched when a turn leaves a
+    backlog); meanwhile the history goes out over budget and says so."""
     fold_lease: float = 300.0
-    """Seconds a caller holds its claim on the next fold while its summarizer runs: other
-    callers meanwhile replay the stored summary instead of paying for the same fold. A
-    claimant that dies frees the session when the lease ends."""
+    """Seconds a caller holds its claim on the next fold while its summarizer runs (renewed
+    after every call): other callers meanwhile replay the stored summary instead of paying
+    for the same fold. A claimant that dies frees the session when the lease ends."""
     fold_retry_after: float = 30.0
     """Seconds after a failed fold before the session tries again (the turns in between
     replay the previous summary without calling the summarizer); doubled for each failure
@@ -94,6 +99,8 @@ class ChatConfig:
                               f"{target!r}")
         if self.max_message_tokens <= 0:
             raise ConfigError("chat.max_message_tokens must be positive")
+        if self.max_fold_calls_per_turn < 1:
+            raise ConfigError("chat.max_fold_calls_per_turn must be at least 1")
         if self.summary_max_tokens is None:
             pass
         elif self.summary_max_tokens <= 0:

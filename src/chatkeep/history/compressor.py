@@ -26,13 +26,13 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, overload
 
 from chatkeep.config import ChatConfig
-from chatkeep.errors import InvalidArgument, ModelError
+from chatkeep.errors import IncompleteToolTurn, InvalidArgument, ModelError
 from chatkeep.formats import AnthropicHistory, History, HistoryInfo, get_format
 from chatkeep.formats.openai_chat import ChatHistory
 from chatkeep.formats.openai_responses import ResponsesHistory
 from chatkeep.history.clip import redact_then_clip
 from chatkeep.history.plan import plan_history, previous_texts
-from chatkeep.history.round import HistoryRound, LostRace, RetryPolicy, scrubbed
+from chatkeep.history.round import FoldResult, HistoryRound, LostRace, RetryPolicy, scrubbed
 from chatkeep.history.summarizers.base import StructuredSummarizer, Summarizer, SummaryResult
 from chatkeep.history.summarizers.extractive import ExtractiveSummarizer
 from chatkeep.history.summarizers.llm import LLMSummarizer
@@ -50,6 +50,8 @@ from chatkeep.validation import text_problem
 log = logging.getLogger("chatkeep.history")
 
 MEMORY_HEADER = "\n\nWhat you remember that applies to this conversation:\n"
+#: The job that folds a session's backlog in the background (``fold_backlog``).
+FOLD_JOB = "fold"
 #: Tokens reserved in each summarizer call for its instructions and framing.
 SUMMARY_PROMPT_RESERVE = 400
 
@@ -104,6 +106,9 @@ class HistoryCompressor:
         self.summarizer = self._make_summarizer(client)
         self.outbound_filter = outbound_filter
         self.on_compress: list[CompressHook] = list(on_compress)
+        #: Called when a turn's fold stopped at ``chat.max_fold_calls_per_turn`` with more
+        #: to fold (the keep dispatches the ``"fold"`` job there).
+        self.on_backlog: list[CompressHook] = []
         self.memory_provider = memory_provider
         self.repository = repository
 
@@ -155,7 +160,8 @@ class HistoryCompressor:
     def round(self, session: ChatSession, system_prompt: str, *,
               memories: Sequence[str] | None = None, format: str = "openai_chat",
               keep_closed_tool_turns: bool = False, allow_fold: bool = True,
-              policy: RetryPolicy | None = None) -> HistoryRound:
+              policy: RetryPolicy | None = None,
+              max_fold_calls: int | Literal["config"] | None = "config") -> HistoryRound:
         """The round that builds one request for ``session``
         (:class:`~chatkeep.history.round.HistoryRound`: ``prepare``, render, ``commit``,
         or ``run`` / ``build`` to drive it), for a caller that renders its own body (a
@@ -164,7 +170,9 @@ class HistoryCompressor:
         message as recorded, closed turns' tool calls, results and reasoning included,
         and never raises ``IncompleteToolTurn`` (what a framework's own session returns,
         for an integration such as ``ChatkeepSession``; see ``plan_history``).
-        ``allow_fold=False`` plans without folding. Arguments of the wrong type are
+        ``allow_fold=False`` plans without folding. ``max_fold_calls``: summarizer calls
+        the round may make (``chat.max_fold_calls_per_turn`` by default; ``None``: no
+        bound, as the background fold job runs). Arguments of the wrong type are
         ``InvalidArgument``."""
         get_format(format)
         _check_session(session)
@@ -178,7 +186,10 @@ class HistoryCompressor:
         return HistoryRound(self, session, _with_memories(system_prompt, texts),
                             format=format, recalled=recalled or (),
                             keep_closed_tool_turns=keep_closed_tool_turns,
-                            allow_fold=allow_fold, policy=policy)
+                            allow_fold=allow_fold, policy=policy,
+                            max_fold_calls=self.config.max_fold_calls_per_turn
+                            if max_fold_calls == "config" else max_fold_calls,
+                            on_backlog=self.on_backlog)
 
     @overload
     def preview_history(self, session: ChatSession, system_prompt: str, *,
@@ -272,9 +283,11 @@ class HistoryCompressor:
 
     # -- folding -------------------------------------------------------------------------
 
-    def _chunks(self, fold: Sequence[Message], redact: Egress) -> list[list[Message]]:
+    def _chunks(self, fold: Sequence[Message], redact: Egress,
+                limit: int | None = None) -> list[list[Message]]:
         """The fold as the summarizer will read it: text clipped so one message fits a call,
-        redacted, and split into chunks that each fit ``summary_input_max_tokens``."""
+        redacted, and split into chunks that each fit ``summary_input_max_tokens``; at
+        most ``limit`` chunks (the rest of the fold is not read: a later turn folds it)."""
         room = (self.config.summary_input_max_tokens - self.config.summary_limit
                 - SUMMARY_PROMPT_RESERVE)
         cap = min(self.config.max_message_tokens, room)
@@ -286,6 +299,8 @@ class HistoryCompressor:
                                     previous.get(message.seq))[0]
             cost = self.counter.count(text) + 4
             if chunks[-1] and used + cost > room:
+                if limit is not None and len(chunks) >= limit:
+                    break
                 chunks.append([])
                 used = 0
             chunks[-1].append(message.carrying(text, (), {}))
@@ -293,22 +308,28 @@ class HistoryCompressor:
         return chunks
 
     def _summarize(self, session: ChatSession, previous: StructuredSummary | None,
-                   fold: Sequence[Message], egress: Egress
-                   ) -> tuple[StructuredSummary, int, dict[str, Any]] | LostRace | None:
-        """Fold ``fold`` chunk by chunk; returns the new summary and the seq it covers, or
-        ``None`` when the first chunk failed. A later chunk's failure keeps what the earlier
-        ones folded (the watermark stops there), so progress is never thrown away. The
-        placeholders of every chunk are stored before the first call (``LostRace("vault")``
-        when another writer stored first: the caller plans again), and each call goes out
-        through ``egress``."""
+                   fold: Sequence[Message], egress: Egress, *, max_calls: int | None = None,
+                   renew: Callable[[], bool] = lambda: True) -> FoldResult | LostRace | None:
+        """Fold ``fold`` chunk by chunk, in at most ``max_calls`` summarizer calls; returns
+        the new summary and the seq it covers, or ``None`` when the first chunk failed. A
+        later chunk's failure keeps what the earlier ones folded (the watermark stops
+        there), so progress is never thrown away; so does a lost claim (``renew``, called
+        between calls to extend the fold's lease, answers ``False``). The placeholders of
+        every chunk are stored before the first call (``LostRace("vault")`` when another
+        writer stored first: the caller plans again), and each call goes out through
+        ``egress``."""
         summary, through = previous, 0
         calls = prompt_tokens = completion_tokens = 0
         model: str | None = None
         limit = self.config.summary_limit
-        chunks = self._chunks(fold, egress)
+        chunks = self._chunks(fold, egress, max_calls)
         if not egress.flush():
             return LostRace("vault")
-        for chunk in chunks:
+        for index, chunk in enumerate(chunks):
+            if index and not renew():
+                log.info("session %s: the fold's claim ended; storing what is folded so "
+                         "far", session.id)
+                break
             try:
                 with bound(egress):
                     result, folded = self._fold(summary, chunk)
@@ -328,8 +349,28 @@ class HistoryCompressor:
             summary, through = folded.fit(limit, self.counter), chunk[-1].seq
         if through == 0 or summary is None:
             return None
-        return summary, through, {"calls": calls, "prompt_tokens": prompt_tokens,
-                                  "completion_tokens": completion_tokens, "model": model}
+        return FoldResult(summary, through, {"calls": calls, "prompt_tokens": prompt_tokens,
+                                             "completion_tokens": completion_tokens,
+                                             "model": model},
+                          more=through < fold[-1].seq)
+
+    def fold_backlog(self, session: ChatSession) -> int:
+        """Fold what the budget asks for, with no per-turn bound on summarizer calls (the
+        ``"fold"`` job, dispatched when a turn left a backlog): rounds without a system
+        prompt until none folds; returns how many folds were stored. Never raises for the
+        summarizer, as ``build_history`` does not."""
+        folds = 0
+        while True:
+            history_round = self.round(session, "", memories=[], max_fold_calls=None)
+            try:
+                history_round.build()
+            except IncompleteToolTurn:
+                return folds  # the open turn waits for a result: the next turn folds
+            if not history_round.state.compressed:
+                return folds
+            folds += 1
+            if not history_round.backlog:  # (a backlog here: a chunk failed, or the lease)
+                return folds
 
     def _fold(self, previous: StructuredSummary | None,
               chunk: Sequence[Message]) -> tuple[SummaryResult, StructuredSummary]:

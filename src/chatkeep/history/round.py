@@ -48,9 +48,9 @@ log = logging.getLogger("chatkeep.history")
 T = TypeVar("T")
 H = TypeVar("H", bound=History[Any])
 
-__all__ = ["Deferred", "Folded", "HistoryRound", "LostRace", "Outcome", "PreparedRound",
-           "Ready", "RetryPolicy", "RoundState", "SummaryFailed", "over_budget_reason",
-           "scrubbed"]
+__all__ = ["Deferred", "FoldResult", "Folded", "HistoryRound", "LostRace", "Outcome",
+           "PreparedRound", "Ready", "RetryPolicy", "RoundState", "SummaryFailed",
+           "over_budget_reason", "scrubbed"]
 
 
 # -- outcomes ---------------------------------------------------------------------------
@@ -68,6 +68,9 @@ class Folded:
     through: int
     messages: int
     """How many messages the fold took."""
+    more: bool = False
+    """The fold stopped at the round's bound on summarizer calls with more of the planned
+    fold left: a backlog that later turns (or the background job) fold."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +120,8 @@ class RoundState:
     summary_failed: bool = False
     deferred: str | None = None
     """Why the fold was not this caller's to make, once it was not."""
+    backlog: bool = False
+    """This round's fold stopped at its bound with more left to fold."""
 
     def may_fold(self, policy: RetryPolicy) -> bool:
         """Whether the next plan may fold: once per round, never after a failure or a
@@ -127,7 +132,7 @@ class RoundState:
     def after(self, outcome: Outcome) -> RoundState:
         """The state once ``outcome`` happened."""
         if isinstance(outcome, Folded):
-            return dataclasses.replace(self, compressed=True)
+            return dataclasses.replace(self, compressed=True, backlog=outcome.more)
         if isinstance(outcome, LostRace):
             if outcome.what == "summary":
                 return dataclasses.replace(self, summary_races=self.summary_races + 1)
@@ -153,10 +158,25 @@ def over_budget_reason(plan: HistoryPlan, state: RoundState) -> str | None:
         return f"{reason} (the summarizer failed; the previous summary was kept)"
     if state.deferred is not None:
         return f"{reason} (not folded now: {state.deferred})"
+    if state.backlog:
+        return (f"{reason} (folding a backlog: this turn made as many summarizer calls as "
+                "chat.max_fold_calls_per_turn allows; later turns or the fold job fold the "
+                "rest)")
     return reason
 
 
 # -- the round ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FoldResult:
+    """What the summarizer made of a fold: the summary, the seq it covers, what it cost
+    (stored with the fold), and whether part of the planned fold is left (``more``)."""
+
+    summary: StructuredSummary
+    through: int
+    cost: dict[str, Any]
+    more: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,17 +197,21 @@ class HistoryRound:
 
     Built by :meth:`HistoryCompressor.round`, which checks the arguments and recalls
     memories once. ``keep_closed_tool_turns`` replays closed turns' plumbing as recorded
-    (a framework's own semantics); ``allow_fold=False`` plans without folding."""
+    (a framework's own semantics); ``allow_fold=False`` plans without folding;
+    ``max_fold_calls`` bounds the summarizer calls of its fold (``None``: no bound), and
+    ``on_backlog`` hooks run when the bound left part of a fold for later."""
 
     def __init__(self, compressor: HistoryCompressor, session: ChatSession,
                  system_text: str, *, format: str = "openai_chat",
                  recalled: Sequence[str | RecalledMemory] = (),
                  keep_closed_tool_turns: bool = False, allow_fold: bool = True,
-                 policy: RetryPolicy | None = None) -> None:
+                 policy: RetryPolicy | None = None, max_fold_calls: int | None = None,
+                 on_backlog: Sequence[Callable[[ChatSession], None]] = ()) -> None:
         self.compressor, self.session, self.format = compressor, session, format
         self.system_text = system_text
         self.keep_closed_tool_turns, self.allow_fold = keep_closed_tool_turns, allow_fold
         self.policy = policy or RetryPolicy()
+        self.max_fold_calls, self._on_backlog = max_fold_calls, list(on_backlog)
         self.state = RoundState()
         self._known = [m.sealed_pii for m in recalled if not isinstance(m, str)]
         self._repository = compressor._repository_for(session)
@@ -279,23 +303,34 @@ class HistoryRound:
             reason = why_deferred(now_row)
             log.info("session %s: not folding now: %s", session.id, reason)
             return Deferred(reason)
+        held = [lease]
+
+        def renew() -> bool:
+            until = repository.renew_fold(session.id, held[0],
+                                          timedelta(seconds=config.fold_lease))
+            if until is not None:
+                held[0] = until
+            return until is not None
+
         try:
-            folded = self.compressor._summarize(session, prepared.summary,
-                                                prepared.plan.fold, prepared.egress)
+            folded = self.compressor._summarize(session, prepared.summary, prepared.plan.fold,
+                                                prepared.egress, max_calls=self.max_fold_calls,
+                                                renew=renew)
             if folded is None or isinstance(folded, LostRace):
                 retry_at = None if folded is not None else \
                     self.compressor._retry_at(row.fold_failures + 1)
-                repository.release_fold(session.id, lease, retry_at=retry_at)
+                repository.release_fold(session.id, held[0], retry_at=retry_at)
                 return folded if folded is not None else SummaryFailed()
-            summary, through, cost = folded
             new_row = repository.compare_and_set_summary(
-                session.id, row.summary_version, self.compressor._stored_form(session, summary),
-                through, fold={"from_seq": row.summary_watermark + 1, **cost})
+                session.id, row.summary_version,
+                self.compressor._stored_form(session, folded.summary), folded.through,
+                fold={"from_seq": row.summary_watermark + 1, **folded.cost})
         except BaseException:
-            release_quietly(repository, session.id, lease)
+            release_quietly(repository, session.id, held[0])
             raise
+        through = folded.through
         if new_row is None:
-            repository.release_fold(session.id, lease)
+            repository.release_fold(session.id, held[0])
             log.info("session %s: another caller compressed first; re-reading", session.id)
             return LostRace("summary")
         session.adopt_row(new_row)
@@ -303,7 +338,20 @@ class HistoryRound:
         log.info("session %s: folded %d messages, watermark %d -> %d", session.id, taken,
                  row.summary_watermark, new_row.summary_watermark)
         self.compressor._after_compress(session)
-        return Folded(through, taken)
+        if folded.more:
+            log.info("session %s: fold stopped at %s summarizer calls with a backlog left",
+                     session.id, self.max_fold_calls)
+            for hook in self._on_backlog:
+                try:
+                    hook(session)
+                except Exception:
+                    log.exception("session %s: on_backlog hook %r failed", session.id, hook)
+        return Folded(through, taken, more=folded.more)
+
+    @property
+    def backlog(self) -> bool:
+        """Whether this round's fold stopped at its bound with more left to fold."""
+        return self.state.backlog
 
 
 def why_deferred(row: SessionRow) -> str:

@@ -57,6 +57,7 @@ from chatkeep.store.statements import (
     LIVE,
     MESSAGE_COLUMNS,
     RELEASE_FOLD,
+    RENEW_FOLD,
     SESSION_BY_ID,
     SESSION_BY_KEY,
 )
@@ -479,6 +480,16 @@ class Repository:
                                                 "b_expected": expected_version,
                                                 "b_now": now, "b_until": until}).first()
         return until if claimed is not None else None
+
+    def renew_fold(self, session_id: str, until: datetime,
+                   lease: timedelta) -> datetime | None:
+        """Extend the claim that ends at ``until`` by ``lease`` from now: the new end, or
+        ``None`` when the claim is no longer ours (it ended and another caller took it)."""
+        new_until = self.clock() + lease
+        with self.transaction() as conn:
+            renewed = conn.execute(RENEW_FOLD, {"b_session_id": session_id, "b_until": until,
+                                                "b_new_until": new_until}).first()
+        return new_until if renewed is not None else None
 
     def release_fold(self, session_id: str, until: datetime, *,
                      retry_at: datetime | None = None) -> None:

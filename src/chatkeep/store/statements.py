@@ -113,6 +113,14 @@ RELEASE_FOLD = (
     .values(fold_lease_until=None)
 )
 """Give a claim back (the fold lost a race): only our own lease, never a later claimant's."""
+RENEW_FOLD = (
+    update(chat_sessions)
+    .where(_S.id == bindparam("b_session_id"),
+           _S.fold_lease_until == bindparam("b_until", type_=TS))
+    .values(fold_lease_until=bindparam("b_new_until", type_=TS))
+    .returning(_S.id)
+)
+"""Extend our own claim while its fold runs (between summarizer calls); none once lost."""
 FAIL_FOLD = (
     update(chat_sessions)
     .where(_S.id == bindparam("b_session_id"),
