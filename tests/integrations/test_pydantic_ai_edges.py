@@ -11,24 +11,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import threading
 from collections.abc import Coroutine, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from pydantic import BaseModel
 from pydantic_ai import Agent, AgentRunResultEvent
 from pydantic_ai.messages import (
     BinaryContent,
+    CachePoint,
     DocumentUrl,
     ImageUrl,
+    ModelMessage,
     ModelMessagesTypeAdapter,
+    ModelRequest,
     ModelResponse,
     PartDeltaEvent,
     PartStartEvent,
     TextPart,
     TextPartDelta,
+    ToolCallPart,
+    ToolReturnPart,
+    UploadedFile,
+    UserPromptPart,
 )
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
@@ -40,6 +48,7 @@ from chatkeep.integrations.pydantic_ai import (
     ChatkeepHistory,
     PreparedRequest,
 )
+from chatkeep.integrations.pydantic_ai._scrub import scrub_request
 from chatkeep.testing import FakeOpenAIServer, Reply
 from chatkeep.testing.fake_openai import pieces
 
@@ -165,6 +174,50 @@ def test_files_in_prompts_and_tool_results_leave_scrubbed(db_url: str) -> None:
     assert "https://img.test/plain.png" in sent  # a URL holding no value stays a URL
     assert "[image-url withheld: https://img.test/<EMAIL_1>.png]" in sent
     assert "iVBORw0KGgo" in sent  # the PNG's bytes (base64), sent as they are
+
+
+def test_the_scrub_keeps_what_carries_no_text_and_names_unread_files(db_url: str) -> None:
+    """Through the session's real egress, with no I/O: a cache point, an uploaded file's id,
+    an image URL without a value and image bytes go out as the very objects they were
+    beside a changed text; a structured result under provider key names is redacted; a
+    text document by URL not read yet goes out as a note, never as its URL, and is listed
+    as unread; once its text is given it goes out as that text, scrubbed."""
+    keep = Chatkeep(db_url, config=PRIVACY)
+    try:
+        session = keep.sessions.create(ORG)
+        cache, uploaded = CachePoint(), UploadedFile(file_id="file-abc", provider_name="openai",
+                                                     media_type="application/pdf")
+        image, png = ImageUrl("https://x.test/a.png"), BinaryContent(PNG, media_type="image/png")
+        doc = DocumentUrl("https://docs.test/notes.txt")
+        messages: list[ModelMessage] = [
+            ModelRequest(parts=[UserPromptPart([f"mail {EMAIL}", cache, uploaded, image, doc])]),
+            ModelResponse(parts=[ToolCallPart("t", {}, tool_call_id="c")]),
+            ModelRequest(parts=[ToolReturnPart("t", [{"signature": EMAIL, "type": PHONE,
+                                                      "role": "x"}, png],
+                                               tool_call_id="c")])]
+
+        def scrub(body: Any) -> Any:
+            return keep.privacy.scrub(session, body)
+
+        out = scrub_request(messages, [], scrub)
+        user = out.messages[0].parts[0]
+        assert isinstance(user, UserPromptPart)
+        assert user.content[0] == "mail <EMAIL_1>"
+        assert [user.content[i] is item for i, item in enumerate(
+            [cache, uploaded, image], start=1)] == [True, True, True]
+        assert user.content[4] == "[document-url unread: https://docs.test/notes.txt]"
+        assert out.unread == [doc]
+        result = out.messages[2].parts[0]
+        assert isinstance(result, ToolReturnPart)
+        returned: list[Any] = list(cast(list[Any], result.content))
+        assert returned[1] is png
+        assert EMAIL not in json.dumps(returned[0]) and "7911" not in json.dumps(returned[0])
+        read = scrub_request(messages, [], scrub, {doc.url: f"Write to {EMAIL}"})
+        part = read.messages[0].parts[0]
+        assert isinstance(part, UserPromptPart) and read.unread == []
+        assert part.content[4] == BinaryContent(b"Write to <EMAIL_1>", media_type="text/plain")
+    finally:
+        keep.close()
 
 
 # -- item 5: a value known only from the question it answers ---------------------------

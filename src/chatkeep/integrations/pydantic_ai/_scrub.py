@@ -94,7 +94,7 @@ def scrub_request(messages: Sequence[ModelMessage], instructions: Sequence[str],
                 withheld += 1  # its text would change: the signature would no longer match
                 changed = True
                 continue
-            parts.append(_apply(part, new, reader))
+            parts.append(_apply(part, old, new, reader))
             changed = True
         text = after["instructions"]
         if isinstance(message, ModelRequest):
@@ -144,15 +144,16 @@ def _slot(part: Any, files: _Files) -> Any:
     return None
 
 
-def _apply(part: Any, new: Any, files: _Files) -> Any:
-    """``part`` carrying the scrubbed strings of its slot."""
+def _apply(part: Any, old: Any, new: Any, files: _Files) -> Any:
+    """``part`` carrying the scrubbed strings of its slot (``old``: as gathered)."""
     if isinstance(part, SpeechPart):
         return dataclasses.replace(part, transcript=new["text"])
     if isinstance(part, SystemPromptPart | TextPart | ThinkingPart | CompactionPart
                   | InstructionDeltaPart):
         return dataclasses.replace(part, content=new["text"])
     if isinstance(part, UserPromptPart | BaseToolReturnPart | FilePart):
-        return dataclasses.replace(part, content=_rebuilt(part.content, new["content"], files))
+        return dataclasses.replace(part, content=_rebuilt(part.content, old["content"],
+                                                          new["content"], files))
     if isinstance(part, RetryFeedbackPart | RetryPromptPart):
         return dataclasses.replace(part, content=new["json"])
     if isinstance(part, InstructionBaselinePart):
@@ -181,17 +182,19 @@ def _content(value: Any, files: _Files) -> Any:
         return {"text": value.content}
     if _is_file(value):
         return {"file": files.slot(value)}
-    if isinstance(value, list | tuple) and any(
-            _is_file(item) or isinstance(item, TextContent) for item in value):
+    if isinstance(value, list | tuple):
         return {"items": [_content(item, files) for item in value]}
     return {"json": _json(value)}
 
 
-def _rebuilt(value: Any, new: Any, files: _Files) -> Any:
-    """``value`` carrying the scrubbed strings of ``new`` (see :func:`_content`)."""
+def _rebuilt(value: Any, old: Any, new: Any, files: _Files) -> Any:
+    """``value`` carrying the scrubbed strings of ``new`` (see :func:`_content`); an item
+    whose strings did not change stays as it is (a cache point, an uploaded file)."""
     if "items" in new:
-        return [_rebuilt(item, slot, files) for item, slot
-                in zip(value, new["items"], strict=True)]
+        return [_rebuilt(item, before, after, files) for item, before, after
+                in zip(value, old["items"], new["items"], strict=True)]
+    if new == old and not (isinstance(value, FileUrl) and files.text_like(value)):
+        return value
     if "file" in new:
         return files.rebuilt(value, new["file"])
     if isinstance(value, TextContent):
@@ -229,13 +232,17 @@ class _Files:
             slot["text"] = text
         return slot
 
+    @staticmethod
+    def text_like(item: Any) -> bool:
+        """Whether the model adapters inline ``item``'s content as text."""
+        return is_text_like_media_type(_media_type(item))
+
     def replaces(self, part: Any) -> bool:
         """Whether ``part`` holds a file that never goes out as it is: a text-like file
         given by URL (read here, or unread)."""
         content = getattr(part, "content", None)
         items = content if isinstance(content, list | tuple) else [content]
-        return any(isinstance(item, FileUrl) and is_text_like_media_type(_media_type(item))
-                   for item in items)
+        return any(isinstance(item, FileUrl) and self.text_like(item) for item in items)
 
     def rebuilt(self, item: Any, new: dict[str, Any]) -> Any:
         vendor = new["vendor"] if isinstance(new["vendor"], dict) else item.vendor_metadata
