@@ -331,15 +331,14 @@ def _write(engine: Engine, lines: Iterable[bytes], schema: str, progress: Progre
                 table, row = item
                 assert ownership is not None
                 _admit(ownership, table, row, done)
-                writer.pending_claims = ownership.claims()
-                writer.add(table, row)
+                writer.add(table, row, ownership)
                 counts[table.name] += 1
                 done += 1
                 if progress is not None and done % BATCH == 0:
                     progress("importing", done)
             assert ownership is not None
-            writer.pending_claims = ownership.finish()
-            writer.flush()
+            ownership.finish()
+            writer.flush(ownership)
             writer.link()
             if checked is not None and digest.hexdigest() != checked.digest:
                 raise InvalidDump("the dump changed while it was being imported; nothing "
@@ -362,13 +361,11 @@ class _Writer:
         self._rows: list[dict[str, Any]] = []
         self._ids: dict[str, dict[int, int]] = {name: {} for name in NUMBERED}
         self._later: list[tuple[Table, str, int, int]] = []  # table, column, row, target
-        self._checked = Claims(frozenset(), frozenset(), frozenset())
-        self.pending_claims = self._checked
 
-    def add(self, table: Table, row: dict[str, Any]) -> None:
+    def add(self, table: Table, row: dict[str, Any], ownership: Ownership) -> None:
         """Buffer ``row`` (checked and admitted), flushing the batch before it if full."""
         if table is not self._table or len(self._rows) >= BATCH:
-            self.flush()
+            self.flush(ownership)
             self._table = table
         for (name, column), target in NUMBER_REFS.items():
             if name != table.name or row[column] is None:
@@ -380,15 +377,12 @@ class _Writer:
                 row[column] = self._ids[target][row[column]]
         self._rows.append(row)
 
-    def flush(self) -> None:
-        """Insert the buffered rows (after checking what they claim)."""
+    def flush(self, ownership: Ownership) -> None:
+        """Insert the buffered rows, after asking the database about what the rows
+        admitted so far claim (each session, tenant and source once)."""
+        _refuse_held_in(self._conn, ownership.fresh())
         if not self._rows:
             return
-        claims = self.pending_claims
-        _refuse_held_in(self._conn, Claims(claims.sessions - self._checked.sessions,
-                                           claims.tenants - self._checked.tenants,
-                                           claims.sources - self._checked.sources))
-        self._checked = claims
         table, rows = self._table, self._rows
         self._rows = []
         assert table is not None

@@ -60,6 +60,8 @@ class Ownership:
     _numbers: dict[str, int] = field(default_factory=dict)
     _successor: int = 0
     _erasures: dict[str, Ref] = field(default_factory=dict)
+    _fresh: tuple[list[str], list[Ref], list[str]] = field(
+        default_factory=lambda: ([], [], []))
 
     def admit(self, table: str, row: dict[str, Any]) -> None:
         """Refuse ``row`` (decoded, of ``table``) unless the dump owns it."""
@@ -92,11 +94,20 @@ class Ownership:
         return Claims(frozenset(self._sessions), frozenset(self._tenants),
                       frozenset(self._sources))
 
+    def fresh(self) -> Claims:
+        """What the rows admitted since the last call claim (the sessions, tenants and
+        sources seen for the first time): a restore checks them batch by batch."""
+        sessions, tenants, sources = self._fresh
+        self._fresh = ([], [], [])
+        return Claims(frozenset(sessions), frozenset(tenants), frozenset(sources))
+
     def _own_tenant(self, tenant: Ref, where: str) -> None:
         if self.tenant is not None and tenant != self.tenant:
             raise InvalidDump(f"{where} is of tenant {tenant}, in a dump of tenant "
                               f"{self.tenant}")
-        self._tenants.add(tenant)
+        if tenant not in self._tenants:
+            self._tenants.add(tenant)
+            self._fresh[1].append(tenant)
 
     def _session(self, row: dict[str, Any]) -> None:
         session_id = row["id"]
@@ -116,6 +127,7 @@ class Ownership:
                               "redacted, but pii_protected is off: a dump cannot lift a "
                               "session's protection")
         self._sessions[session_id] = _Session(tenant, last, row["total_tokens"])
+        self._fresh[0].append(session_id)
 
     def _parent(self, table: str, row: dict[str, Any]) -> _Session:
         session = self._sessions.get(row["session_id"])
@@ -186,7 +198,9 @@ class Ownership:
         tenant, or one the database must not hold either."""
         session = self._sessions.get(session_id)
         if session is None:
-            self._sources.add(session_id)
+            if session_id not in self._sources:
+                self._sources.add(session_id)
+                self._fresh[2].append(session_id)
         elif session.tenant != tenant:
             raise InvalidDump(f"{where} of tenant {tenant} names session {session_id} of "
                               f"tenant {session.tenant}")

@@ -20,10 +20,12 @@ store keeps objects. No I/O here.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import math
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -181,46 +183,79 @@ def encoded(table: Table, row: Mapping[str, Any]) -> dict[str, Any]:
 def decoded(table: Table, row: object) -> dict[str, Any]:
     """A dump's row as values to insert, each checked as the API checks its input;
     an ``InvalidDump`` names the column."""
-    if not isinstance(row, dict) or set(row) != columns(table):
+    keys, checks = _checks(table.name)
+    if not isinstance(row, dict) or row.keys() != keys:
         raise InvalidDump(f"not the columns of {table.name}")
     out: dict[str, Any] = {}
-    for name, value in row.items():
-        where = f"{table.name}.{name}"
-        column = table.columns[name]
-        try:
-            out[name] = _value(column.type, value, where, nullable=bool(column.nullable))
-        except ChatkeepError as exc:
-            raise InvalidDump(str(exc)) from None
+    try:
+        for name, check in checks:
+            out[name] = check(row[name])
+    except ChatkeepError as exc:
+        raise InvalidDump(str(exc)) from None
     _check_shape(table, out)
     return out
 
 
-def _value(kind: Any, value: Any, where: str, *, nullable: bool) -> Any:
-    if value is None:
-        if not nullable:
-            raise InvalidDump(f"{where} must not be null")
-        return None
+Check = Callable[[Any], Any]
+
+
+@functools.cache
+def _checks(name: str) -> tuple[frozenset[str], tuple[tuple[str, Check], ...]]:
+    """Each column of a dump's row of table ``name`` and its check (built once)."""
+    table = BY_NAME[name]
+    keys = columns(table)
+    return keys, tuple((column.name, _check(column.type, f"{name}.{column.name}",
+                                            bool(column.nullable)))
+                       for column in table.columns if column.name in keys)
+
+
+def _check(kind: Any, where: str, nullable: bool) -> Check:
+    """The check of one column: its type, its length, null where it may be."""
     if isinstance(kind, JSON):
-        check_metadata({"value": value}, where, error=InvalidDump)
-        return value
-    if isinstance(kind, DateTime):
-        text = check_text(value, where, error=InvalidDump, max_length=64)
-        try:
-            moment = datetime.fromisoformat(text)
-        except ValueError:
-            raise InvalidDump(f"{where} is not an ISO 8601 time: {text!r}") from None
-        if moment.tzinfo is None or moment.utcoffset() is None:
-            raise InvalidDump(f"{where} has no time zone: {text!r} (times are tz-aware)")
-        return as_utc(moment)
-    if isinstance(kind, Boolean):
-        return check_bool(value, where, error=InvalidDump)
-    if isinstance(kind, BigInteger):
-        return check_int(value, where, error=InvalidDump, maximum=INT64_MAX)
-    if isinstance(kind, Integer):
-        return check_int(value, where, error=InvalidDump, maximum=INT32_MAX)
-    if isinstance(kind, String | Text):
-        return check_text(value, where, error=InvalidDump, max_length=kind.length)
-    raise InvalidDump(f"{where}: a column of type {kind} has no check")  # a new column type
+        def typed(value: Any) -> Any:
+            if isinstance(value, dict | list):
+                if value:  # an empty object or list holds nothing to refuse
+                    check_metadata({"value": value}, where, error=InvalidDump)
+            elif isinstance(value, str):
+                check_text(value, where, error=InvalidDump)
+            elif isinstance(value, float) and not math.isfinite(value):
+                raise InvalidDump(f"{where} is {value}, which JSON cannot hold")
+            return value
+    elif isinstance(kind, DateTime):
+        def typed(value: Any) -> Any:
+            text = check_text(value, where, error=InvalidDump, max_length=64)
+            try:
+                moment = datetime.fromisoformat(text)
+            except ValueError:
+                raise InvalidDump(f"{where} is not an ISO 8601 time: {text!r}") from None
+            if moment.tzinfo is None or moment.utcoffset() is None:
+                raise InvalidDump(f"{where} has no time zone: {text!r} (times are "
+                                  "tz-aware)")
+            return as_utc(moment)
+    elif isinstance(kind, Boolean):
+        def typed(value: Any) -> Any:
+            return check_bool(value, where, error=InvalidDump)
+    elif isinstance(kind, Integer):  # BigInteger too
+        maximum = INT64_MAX if isinstance(kind, BigInteger) else INT32_MAX
+
+        def typed(value: Any) -> Any:
+            return check_int(value, where, error=InvalidDump, maximum=maximum)
+    elif isinstance(kind, String | Text):
+        length = kind.length
+
+        def typed(value: Any) -> Any:
+            return check_text(value, where, error=InvalidDump, max_length=length)
+    else:
+        raise InvalidDump(f"{where}: a column of type {kind} has no check")  # a new type
+
+    def check(value: Any) -> Any:
+        if value is None:
+            if not nullable:
+                raise InvalidDump(f"{where} must not be null")
+            return None
+        return typed(value)
+
+    return check
 
 
 def _check_shape(table: Table, row: dict[str, Any]) -> None:
