@@ -35,6 +35,7 @@ from chatkeep.lifecycle import (
 )
 from chatkeep.lifecycle.caches import forget_cached
 from chatkeep.lifecycle.erase import Progress
+from chatkeep.lifecycle.retention import RetentionService
 from chatkeep.llm.adapt import as_chat_model
 from chatkeep.llm.base import ChatModel
 from chatkeep.llm.openai_client import model_from_config
@@ -47,6 +48,7 @@ from chatkeep.sessions import SessionService
 from chatkeep.store.connections import ensure_started, on_first_use, store_error
 from chatkeep.store.engine import describe_url, make_engine
 from chatkeep.store.lifecycle import LifecycleStore
+from chatkeep.store.retention import RetentionStore
 from chatkeep.store.migrate import ensure_schema
 from chatkeep.store.repository import Repository, UsageLine
 from chatkeep.tokens import HeuristicCounter, TokenCounter
@@ -120,6 +122,11 @@ class Chatkeep:
         self.lifecycle = LifecycleStore(self.engine, self.repository.clock)
         self.holds = HoldService(self.lifecycle)
         self.eraser = Eraser(self.lifecycle, on_erased=self._forget_cached)
+        self.retention = RetentionService(
+            self.lifecycle, RetentionStore(self.engine, self.repository.clock),
+            session_idle_days=self.config.privacy.session_retention_days,
+            memory_idle_days=self.config.privacy.memory_retention_days,
+            on_deleted=self._forget_cached)
         self.sessions.on_delete.append(lambda _session_id: self._forget_cached())
 
     def _forget_cached(self) -> None:

@@ -213,6 +213,11 @@ class PrivacyConfig:
     SDK's ``pop_item`` and ``clear_session``, a framework store's ``delete``) then retract
     (out of every replay, kept in the database) instead of removing the bytes
     (docs/forgetting.md). Off by default: a delete deletes."""
+    session_retention_days: int | None = None
+    """Retention for tenants without a policy of their own (``keep.retention``): the sweep
+    deletes sessions idle this many days (``None``: kept)."""
+    memory_retention_days: int | None = None
+    """Likewise for memories not updated this many days (``None``: kept)."""
 
     def validate(self) -> None:
         """Raise ``ConfigError`` for a malformed region code."""

@@ -124,7 +124,8 @@ def disk_bytes(db_url: str) -> bytes:
                         if p.exists())
     schema = re.search(r"search_path%3D([A-Za-z0-9_]+)", db_url)
     assert schema is not None and shutil.which("pg_dump")
-    dsn = re.sub(r"[?&]options=[^&]*", "", unquote(db_url).replace("postgresql+psycopg", "postgresql"))
+    dsn = re.sub(r"[?&]options=[^&]*", "",
+                 unquote(db_url).replace("postgresql+psycopg", "postgresql"))
     dsn = dsn.replace("?prepared_statements=false", "").replace("&prepared_statements=false", "")
     done = subprocess.run(["pg_dump", "--data-only", "-n", schema.group(1), dsn],
                           capture_output=True, check=True, timeout=120)

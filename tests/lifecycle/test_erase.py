@@ -89,7 +89,8 @@ def test_erasing_a_subject_takes_its_sessions_and_memories_only(
     assert receipt.counts["sessions"] == 2 and receipt.counts["memories"] == 1
     assert on_disk(db_url, gone) == []
     kept = world.canaries[label(T1, ANN, None)] + world.canaries[label(T1, BOB, None)] \
-        + world.of(T2) + memory_tokens(world, f"subject {T2}", f"personal {T1} {ANN}", f"valued {T1}", f"tenant {T1}")
+        + world.of(T2) + memory_tokens(world, f"subject {T2}", f"personal {T1} {ANN}",
+                                       f"valued {T1}", f"tenant {T1}")
     assert on_disk(db_url, kept) == kept
     assert keep.verify_erasure(receipt).ok
 

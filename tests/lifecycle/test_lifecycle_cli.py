@@ -69,3 +69,20 @@ def test_delete_erase_verify_and_holds_from_the_cli(db_url: str, tmp_path: Path)
 
     code, out = run("db", "vacuum", *db)
     assert code == 0 and "VACUUM" in out, out
+
+
+def test_retention_from_the_cli(db_url: str) -> None:
+    db = ("--db", db_url)
+    from chatkeep import Chatkeep, Ref
+
+    Chatkeep(db_url).start().close()
+    code, out = run("retention", "set", "--tenant", "org:3", "--sessions-idle-days", "30",
+                    "--json", *db)
+    assert code == 0 and json.loads(out)["session_idle_days"] == 30, out
+    code, out = run("retention", "show", "--tenant", "org:3", *db)
+    assert "30 days" in out and "kept" in out
+    code, out = run("retention", "sweep", "--json", *db)
+    assert code == 0 and json.loads(out)["sessions"] == 0, out
+    code, out = run("retention", "clear", "--tenant", "org:3", *db)
+    assert code == 0 and "removed" in out
+    assert Ref("org", 3)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import inspect
 
-from chatkeep.aio.lifecycle import AsyncHoldService
+import pytest
+
+from chatkeep.aio.lifecycle import AsyncHoldService, AsyncRetentionService
 from chatkeep.lifecycle.holds import HoldService
+from chatkeep.lifecycle.retention import RetentionService
 
 
 def _methods(cls: type) -> dict[str, inspect.Signature]:
@@ -13,12 +16,15 @@ def _methods(cls: type) -> dict[str, inspect.Signature]:
             if not name.startswith("_") and inspect.isfunction(member)}
 
 
-def test_the_hold_service_twin_has_every_method_with_the_same_parameters() -> None:
-    twins = _methods(AsyncHoldService)
-    assert set(twins) == set(_methods(HoldService))
-    for name, signature in _methods(HoldService).items():
+@pytest.mark.parametrize(("sync", "twin"), [(HoldService, AsyncHoldService),
+                                             (RetentionService, AsyncRetentionService)])
+def test_each_lifecycle_twin_has_every_method_with_the_same_parameters(
+        sync: type, twin: type) -> None:
+    twins = _methods(twin)
+    assert set(twins) == set(_methods(sync))
+    for name, signature in _methods(sync).items():
         other = twins[name].parameters
         assert [(p.name, p.kind, p.default) for p in signature.parameters.values()] == \
             [(p.name, p.kind, p.default) for p in other.values()], name
-        assert inspect.iscoroutinefunction(vars(AsyncHoldService)[name])
-        assert getattr(vars(AsyncHoldService)[name], "__wrapped__", None) is not None
+        assert inspect.iscoroutinefunction(vars(twin)[name])
+        assert getattr(vars(twin)[name], "__wrapped__", None) is not None

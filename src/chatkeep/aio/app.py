@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from chatkeep.aio.bridge import Bridge, BridgedChatModel, BridgedEmbedder
 from chatkeep.aio.dispatch import TaskDispatcher
 from chatkeep.aio.engine import make_async_engine
-from chatkeep.aio.lifecycle import AsyncHoldService
+from chatkeep.aio.lifecycle import AsyncHoldService, AsyncRetentionService
 from chatkeep.aio.pools import dispose_all, dispose_loop
 from chatkeep.aio.services import AsyncHistoryCompressor, AsyncMemoryService, AsyncPrivacyGuard
 from chatkeep.aio.sessions import AsyncSessionService
@@ -99,6 +99,7 @@ class AsyncChatkeep:
         self.memory = AsyncMemoryService(self._core.memory, self._bridge)
         self.privacy = AsyncPrivacyGuard(self._core.privacy, self._bridge)
         self.holds = AsyncHoldService(self._core.holds, self._bridge)
+        self.retention = AsyncRetentionService(self._core.retention, self._bridge)
 
     async def core(self) -> Chatkeep:
         """The sync ``Chatkeep`` this one wraps, its database open (for code given to

@@ -1,4 +1,5 @@
-"""``AsyncHoldService``: the async twin of ``keep.holds`` (legal holds).
+"""``AsyncHoldService`` and ``AsyncRetentionService``: async twins of ``keep.holds``
+(legal holds) and ``keep.retention``.
 
 Each method is the sync core's method run through the bridge (see
 :mod:`chatkeep.aio.twins`); the erasure itself is ``AsyncChatkeep.erase``.
@@ -9,12 +10,17 @@ Each method is the sync core's method run through the bridge (see
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
+
 from chatkeep.aio.twins import Twin, bridged
 from chatkeep.lifecycle.holds import HoldService
+from chatkeep.lifecycle.retention import RetentionService, SweepReport
 from chatkeep.refs import Ref
 from chatkeep.store.lifecycle import HoldRow
+from chatkeep.store.retention import RetentionPolicy
 
-__all__ = ["AsyncHoldService"]
+__all__ = ["AsyncHoldService", "AsyncRetentionService"]
 
 
 class AsyncHoldService(Twin[HoldService]):
@@ -34,3 +40,25 @@ class AsyncHoldService(Twin[HoldService]):
     async def list(self, tenant: Ref, *, include_released: bool = False,
                    session_id: str | None = None) -> list[HoldRow]:
         """``tenant``'s holds, newest first."""
+
+
+class AsyncRetentionService(Twin[RetentionService]):
+    """Async twin of ``RetentionService`` (``keep.retention``)."""
+
+    @bridged
+    async def set_policy(self, tenant: Ref, *, session_idle_days: int | None = None,
+                         memory_idle_days: int | None = None) -> RetentionPolicy:
+        """``tenant``'s retention policy (replaces the default)."""
+
+    @bridged
+    async def policy(self, tenant: Ref) -> RetentionPolicy:
+        """The policy in force for ``tenant``."""
+
+    @bridged
+    async def clear_policy(self, tenant: Ref) -> bool:
+        """Remove ``tenant``'s own policy."""
+
+    @bridged
+    async def sweep(self, now: datetime | None = None, *, batch_size: int = 500,
+                    progress: Callable[[SweepReport], None] | None = None) -> SweepReport:
+        """Delete what every tenant's policy says is past retention (batches awaited)."""

@@ -11,7 +11,7 @@ from chatkeep.cli.common import ChatkeepGroup, log_to_stderr
 from chatkeep.cli.db import db_app
 from chatkeep.cli.demo import demo
 from chatkeep.cli.inspect import inspect
-from chatkeep.cli.lifecycle import delete_session, erase, holds_app, vacuum_db
+from chatkeep.cli.lifecycle import delete_session, erase, holds_app, retention_app, vacuum_db
 from chatkeep.cli.memories import memories_app, sweep
 from chatkeep.cli.privacy import privacy_app
 from chatkeep.cli.sessions import history, sessions_app, usage
@@ -34,6 +34,7 @@ app.command()(inspect)
 sessions_app.command("delete")(delete_session)
 app.command()(erase)
 app.add_typer(holds_app, name="holds")
+app.add_typer(retention_app, name="retention")
 db_app.command("vacuum")(vacuum_db)
 
 

@@ -1,5 +1,6 @@
-"""``chatkeep sessions delete``, ``erase``, ``holds place|release|list`` and
-``db vacuum``: forgetting, from the command line (docs/forgetting.md).
+"""``chatkeep sessions delete``, ``erase``, ``holds place|release|list``,
+``retention set|show|clear|sweep`` and ``db vacuum``: forgetting, from the command line
+(docs/forgetting.md).
 
 ``erase --dry-run`` prints the plan and writes nothing; ``erase`` prints (or with
 ``--receipt FILE`` writes) the receipt; ``erase --verify FILE`` checks one against the
@@ -34,6 +35,8 @@ from chatkeep.store.lifecycle import HoldRow, vacuum
 
 holds_app = typer.Typer(help="Legal holds: a held scope refuses delete, erase and retention.",
                         no_args_is_help=True)
+retention_app = typer.Typer(help="Retention per tenant: what the sweep deletes, and the sweep.",
+                            no_args_is_help=True)
 TenantRequired = Annotated[str, typer.Option("--tenant", help="The tenant, as TYPE:ID.",
                                              show_default=False)]
 ByOption = Annotated[str | None, typer.Option(
@@ -216,3 +219,78 @@ def vacuum_db(full: Annotated[bool, typer.Option(
         fail(f"{type(exc).__name__}: {exc}")
     finally:
         engine.dispose()
+
+
+def _days(days: int | None) -> str:
+    return "kept" if days is None else f"{days} days"
+
+
+def _policy_json(policy: Any) -> dict[str, Any]:
+    return {"tenant": str(policy.tenant), "session_idle_days": policy.session_idle_days,
+            "memory_idle_days": policy.memory_idle_days}
+
+
+@retention_app.command("set")
+def set_policy(tenant: TenantRequired,
+               session_idle_days: Annotated[int | None, typer.Option(
+                   "--sessions-idle-days", min=0, max=36_500,
+                   help="Delete sessions idle this many days.")] = None,
+               memory_idle_days: Annotated[int | None, typer.Option(
+                   "--memories-idle-days", min=0, max=36_500,
+                   help="Delete memories not updated this many days.")] = None,
+               as_json: JsonOption = False, db: DbOption = DEFAULT_DB) -> None:
+    """Set a tenant's retention policy (an option left out: kept forever)."""
+    tenant_ref = require_ref(tenant, "tenant")
+    with open_keep(db, existing=True) as keep:
+        policy = keep.retention.set_policy(tenant_ref, session_idle_days=session_idle_days,
+                                           memory_idle_days=memory_idle_days)
+        if as_json:
+            print_json(_policy_json(policy))
+        else:
+            console.print(f"retention for {safe(tenant_ref)}: sessions idle "
+                          f"{_days(policy.session_idle_days)} · memories not updated "
+                          f"{_days(policy.memory_idle_days)}")
+
+
+@retention_app.command("show")
+def show_policy(tenant: TenantRequired, as_json: JsonOption = False,
+                db: DbOption = DEFAULT_DB) -> None:
+    """The retention policy in force for a tenant (its own, or the config's default)."""
+    tenant_ref = require_ref(tenant, "tenant")
+    with open_keep(db, existing=True) as keep:
+        policy = keep.retention.policy(tenant_ref)
+        if as_json:
+            print_json(_policy_json(policy))
+        else:
+            console.print(f"retention for {safe(tenant_ref)}: sessions idle "
+                          f"{_days(policy.session_idle_days)} · memories not updated "
+                          f"{_days(policy.memory_idle_days)}")
+
+
+@retention_app.command("clear")
+def clear_policy(tenant: TenantRequired, db: DbOption = DEFAULT_DB) -> None:
+    """Remove a tenant's own policy (the config's default applies again)."""
+    tenant_ref = require_ref(tenant, "tenant")
+    with open_keep(db, existing=True) as keep:
+        removed = keep.retention.clear_policy(tenant_ref)
+        console.print(f"{'removed' if removed else 'there was no'} policy for "
+                      f"{safe(tenant_ref)}")
+
+
+@retention_app.command("sweep")
+def sweep_retention(batch_size: Annotated[int, typer.Option(
+                        min=1, max=100_000, help="Candidates per page.")] = 500,
+                    as_json: JsonOption = False, db: DbOption = DEFAULT_DB) -> None:
+    """Delete what every tenant's policy says is past retention, skipping held scopes
+    (safe to run from many places at once; a rerun does nothing)."""
+    with open_keep(db, existing=True) as keep:
+        report = keep.retention.sweep(
+            batch_size=batch_size,
+            progress=None if as_json else lambda r: console.print(
+                f"... {r.sessions} sessions, {r.memories} memories deleted", style="dim"))
+        if as_json:
+            print_json(report.to_dict())
+        else:
+            console.print(f"deleted {report.sessions} sessions ({report.messages} messages) "
+                          f"and {report.memories} memories; {report.held} held, "
+                          f"{report.skipped} skipped")

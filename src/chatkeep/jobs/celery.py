@@ -38,6 +38,7 @@ log = logging.getLogger("chatkeep.jobs.celery")
 
 RUN_JOB = "chatkeep.run_job"
 SWEEP = "chatkeep.sweep"
+RETENTION = "chatkeep.retention_sweep"
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 
 KeepFactory = Callable[[], "Chatkeep"]
@@ -46,6 +47,13 @@ KeepFactory = Callable[[], "Chatkeep"]
 def sweep_schedule(every: timedelta = timedelta(minutes=1)) -> dict[str, Any]:
     """A ``beat_schedule`` entry that runs the memory sweep every ``every``."""
     return {"chatkeep-memory-sweep": {"task": SWEEP, "schedule": every.total_seconds()}}
+
+
+def retention_schedule(every: timedelta = timedelta(hours=1)) -> dict[str, Any]:
+    """A ``beat_schedule`` entry that runs the retention sweep (``keep.retention.sweep``)
+    every ``every``; concurrent runs do no double work."""
+    return {"chatkeep-retention-sweep": {"task": RETENTION,
+                                         "schedule": every.total_seconds()}}
 
 
 class CeleryDispatcher:
@@ -113,19 +121,29 @@ def _sweep() -> int:
     return 0 if memory is None else len(memory.sweep())
 
 
+def _retention_sweep() -> int:
+    """Delete what the tenants' retention policies say is past retention; how many
+    sessions went."""
+    retention = getattr(worker_keep(), "retention", None)
+    return 0 if retention is None else int(retention.sweep().sessions)
+
+
 def install_tasks(celery_app: Celery, *, max_retries: int = 8) -> None:
     """Register chatkeep's tasks on ``celery_app`` with late acks and retries."""
     celery_app.task(name=RUN_JOB, bind=True, acks_late=True, reject_on_worker_lost=True,
                     max_retries=max_retries)(_run_job)
     celery_app.task(name=SWEEP, acks_late=True)(_sweep)
+    celery_app.task(name=RETENTION, acks_late=True)(_retention_sweep)
 
 
 def make_app(broker: str | None = None, *, name: str = "chatkeep",
              sweep_every: timedelta | None = timedelta(minutes=1),
+             retention_every: timedelta | None = timedelta(hours=1),
              **conf: Any) -> Celery:
     """A Celery app with chatkeep's tasks on queue ``CHATKEEP_CELERY_QUEUE`` (default
     ``chatkeep``), late acks, one prefetched job per worker process, and (by default)
-    the sweep on the beat schedule. ``conf`` overrides any Celery setting."""
+    the memory sweep and the retention sweep on the beat schedule. ``conf`` overrides any
+    Celery setting."""
     celery_app = Celery(name, broker=broker or os.environ.get("CHATKEEP_CELERY_BROKER",
                                                                DEFAULT_BROKER))
     settings: dict[str, Any] = {
@@ -135,7 +153,9 @@ def make_app(broker: str | None = None, *, name: str = "chatkeep",
         "worker_prefetch_multiplier": 1,
         "task_ignore_result": True,
         "broker_connection_retry_on_startup": True,
-        "beat_schedule": sweep_schedule(sweep_every) if sweep_every else {},
+        "beat_schedule": {**(sweep_schedule(sweep_every) if sweep_every else {}),
+                          **(retention_schedule(retention_every) if retention_every
+                             else {})},
     }
     visibility = os.environ.get("CHATKEEP_CELERY_VISIBILITY_TIMEOUT")
     if visibility:

@@ -396,6 +396,57 @@ class LifecycleStore:
         self.settle(memories_touched=counts.get("memories", 0) > 0)
         return counts
 
+    def expire_session(self, session_id: str, tenant: Ref, idle_before: datetime, *,
+                       by: str | None = "retention") -> tuple[str, dict[str, int]]:
+        """Retention's delete of one session, through the same purge: ``("deleted",
+        counts)``; or, writing nothing, ``("held", {})`` under a hold, ``("skipped", {})``
+        when it is gone, no longer idle (a message arrived), or another sweeper holds its
+        row (``SKIP LOCKED`` on PostgreSQL; SQLite's write lock serialises sweepers)."""
+        now = self.clock()
+        with transaction(self.engine) as conn:
+            row = conn.execute(select(*_PARTY_COLUMNS).where(
+                chat_sessions.c.id == session_id, _tenant_is(chat_sessions, tenant),
+                chat_sessions.c.last_message_at < idle_before)
+                .with_for_update(skip_locked=True)).first()
+            if row is None:
+                return "skipped", {}
+            parties = _parties(row)
+            scope = EraseScope("session", tenant, session_id=session_id)
+            if holds_in_the_way(scope, self._active_holds(conn, tenant), [parties]):
+                return "held", {}
+            counts = self._purge_session(conn, parties)
+            self._log(conn, tenant, "retention_delete", "session", (None, session_id), by,
+                      now, counts=counts)
+        return "deleted", counts
+
+    def expire_memories(self, tenant: Ref, stale_before: datetime, limit: int,
+                        after_id: int = 0, *,
+                        by: str | None = "retention") -> tuple[int, int, int | None]:
+        """Retention's delete of up to ``limit`` of ``tenant``'s memories not updated
+        since ``stale_before``, skipping what a hold covers (its actor, its subject, its
+        source session; a tenant-wide hold keeps them all) and rows another sweeper has
+        locked, in id order after ``after_id``. Returns ``(deleted, held, the last id
+        looked at)`` (``None``: nothing was left to look at)."""
+        m = memories.c
+        now = self.clock()
+        with transaction(self.engine) as conn:
+            holds = self._active_holds(conn, tenant)
+            query = select(m.id, m.actor_type, m.actor_id, m.subject_type, m.subject_id,
+                           m.source_session_id).where(
+                _tenant_is(memories, tenant), m.updated_at < stale_before,
+                m.id > after_id).order_by(m.id)
+            rows = conn.execute(query.limit(limit).with_for_update(skip_locked=True)).all()
+            last = int(rows[-1].id) if rows else None
+            if any(h.kind == "tenant" for h in holds):
+                return 0, len(rows), last
+            free = [int(r.id) for r in rows if not any(_memory_held(h, r) for h in holds)]
+            counts = dict.fromkeys(SURFACES, 0)
+            self._delete_memories(conn, free, counts)
+            if free:
+                self._log(conn, tenant, "retention_delete", "memories", (None, None), by, now,
+                          counts={"memories": counts["memories"], "vectors": counts["vectors"]})
+        return counts["memories"], len(rows) - len(free), last
+
     def _purge_session(self, conn: Connection, parties: Parties) -> dict[str, int]:
         """Every row of the session, in this transaction: messages, tool calls, folds,
         its memories (those carrying values or personal to its actor; the others
@@ -749,7 +800,8 @@ def checkpoint(engine: Engine, attempts: int = 5) -> bool:
         try:
             cursor = raw.cursor()
             cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            busy = cursor.fetchone()[0]
+            found = cursor.fetchone()
+            busy = found is not None and found[0]
             cursor.close()
         except Exception as exc:
             raise driver_error(exc) from exc
@@ -793,6 +845,17 @@ def vacuum(engine: Engine, *, full: bool = False) -> list[str]:
         for statement in statements:
             conn.exec_driver_sql(statement)
     return statements
+
+
+def _memory_held(hold: HoldRow, row: Any) -> bool:
+    if hold.session_id is not None:
+        return bool(hold.session_id == row.source_session_id)
+    if hold.actor is not None:
+        return bool(row.actor_type == hold.actor.type and row.actor_id == hold.actor.id_text)
+    if hold.subject is not None:
+        return bool(row.subject_type == hold.subject.type
+                    and row.subject_id == hold.subject.id_text)
+    return True
 
 
 def _is(column: Any, value: str | None) -> ColumnElement[bool]:

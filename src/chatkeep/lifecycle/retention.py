@@ -1,0 +1,145 @@
+"""Retention per tenant (``keep.retention``): sessions idle, memories not updated, for
+longer than the tenant's policy (or the config's default) are deleted by ``sweep``,
+through the same delete path as ``keep.sessions.delete``, skipping held scopes.
+
+A sweep reads candidates in pages by id and deletes each session in its own transaction,
+re-checking there that it is still idle and not held, and skipping a row another sweeper
+has locked: a rerun is a no-op, and sweepers running at once do no double work and raise
+nothing. Memories carry no time of their last recall, so "not recalled or updated" is
+read as not updated (``updated_at``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+
+from chatkeep.errors import InvalidArgument
+from chatkeep.refs import Ref, require_ref
+from chatkeep.store.lifecycle import LifecycleStore
+from chatkeep.store.retention import RetentionPolicy, RetentionStore
+from chatkeep.validation import check_int
+
+MAX_DAYS = 36_500
+
+
+@dataclass(slots=True)
+class SweepReport:
+    """What a sweep did: sessions and memories deleted, those a hold kept, those another
+    sweeper (or a new message) took out of its hands."""
+
+    sessions: int = 0
+    messages: int = 0
+    memories: int = 0
+    held: int = 0
+    skipped: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        """The report as JSON-ready counts."""
+        return asdict(self)
+
+
+def _days(value: object, what: str) -> int | None:
+    if value is None:
+        return None
+    return check_int(value, what, minimum=0, maximum=MAX_DAYS)
+
+
+class RetentionService:
+    """Per-tenant retention policies and the sweep that applies them (``keep.retention``)."""
+
+    def __init__(self, lifecycle: LifecycleStore, store: RetentionStore, *,
+                 session_idle_days: int | None = None, memory_idle_days: int | None = None,
+                 on_deleted: Callable[[], None] | None = None) -> None:
+        self._lifecycle = lifecycle
+        self._store = store
+        self._default = (_days(session_idle_days, "privacy.session_retention_days"),
+                         _days(memory_idle_days, "privacy.memory_retention_days"))
+        self._on_deleted = on_deleted
+
+    def set_policy(self, tenant: Ref, *, session_idle_days: int | None = None,
+                   memory_idle_days: int | None = None) -> RetentionPolicy:
+        """``tenant``'s policy: delete sessions idle ``session_idle_days`` and memories
+        not updated ``memory_idle_days`` (``None``: keep them); replaces the default."""
+        require_ref(tenant, "tenant")
+        return self._store.set_policy(tenant, _days(session_idle_days, "session_idle_days"),
+                                      _days(memory_idle_days, "memory_idle_days"))
+
+    def policy(self, tenant: Ref) -> RetentionPolicy:
+        """The policy in force for ``tenant``: its own, else the config's default."""
+        require_ref(tenant, "tenant")
+        stored = self._store.policies(tenant)
+        return stored[0] if stored else RetentionPolicy(tenant, *self._default)
+
+    def clear_policy(self, tenant: Ref) -> bool:
+        """Remove ``tenant``'s own policy (the default applies again)."""
+        require_ref(tenant, "tenant")
+        return self._store.clear_policy(tenant)
+
+    def sweep(self, now: datetime | None = None, *, batch_size: int = 500,
+              progress: Callable[[SweepReport], None] | None = None) -> SweepReport:
+        """Delete what every tenant's policy says is past retention at ``now`` (default:
+        the store's clock), in pages of ``batch_size``; ``progress`` is called after each
+        page with the report so far."""
+        if now is not None and (not isinstance(now, datetime) or now.tzinfo is None):
+            raise InvalidArgument("now must be an aware datetime")
+        check_int(batch_size, "batch_size", minimum=1, maximum=100_000)
+        moment = now or self._lifecycle.clock()
+        report = SweepReport()
+        stored = self._store.policies()
+        own = [p.tenant for p in stored]
+        plans: list[tuple[Ref | None, int | None, int | None]] = [
+            (p.tenant, p.session_idle_days, p.memory_idle_days) for p in stored]
+        plans.append((None, *self._default))
+        for tenant, session_days, memory_days in plans:
+            if session_days is not None:
+                self._sessions(tenant, moment - timedelta(days=session_days), own,
+                               batch_size, report, progress)
+            if memory_days is not None:
+                targets = [tenant] if tenant is not None else \
+                    self._store.tenants_with_memories(own)
+                for target in targets:
+                    self._memories(target, moment - timedelta(days=memory_days), batch_size,
+                                   report, progress)
+        if report.sessions or report.memories:
+            self._lifecycle.settle()
+            if self._on_deleted is not None:
+                self._on_deleted()
+        return report
+
+    def _sessions(self, tenant: Ref | None, idle_before: datetime, own: list[Ref],
+                  batch_size: int, report: SweepReport,
+                  progress: Callable[[SweepReport], None] | None) -> None:
+        after = ""
+        while True:
+            page = self._store.idle_sessions(tenant, idle_before, after, batch_size,
+                                             excluding=own if tenant is None else [])
+            if not page:
+                return
+            for session_id, owner in page:
+                status, counts = self._lifecycle.expire_session(session_id, owner,
+                                                                idle_before)
+                if status == "deleted":
+                    report.sessions += 1
+                    report.messages += counts.get("messages", 0)
+                    report.memories += counts.get("memories", 0)
+                elif status == "held":
+                    report.held += 1
+                else:
+                    report.skipped += 1
+            after = page[-1][0]
+            if progress is not None:
+                progress(report)
+
+    def _memories(self, tenant: Ref, stale_before: datetime, batch_size: int,
+                  report: SweepReport,
+                  progress: Callable[[SweepReport], None] | None) -> None:
+        after: int | None = 0
+        while after is not None:
+            deleted, held, after = self._lifecycle.expire_memories(
+                tenant, stale_before, batch_size, after)
+            report.memories += deleted
+            report.held += held
+            if progress is not None and after is not None:
+                progress(report)
