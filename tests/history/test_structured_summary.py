@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chatkeep import Chatkeep, HistoryCompressor, Ref
+from chatkeep import Chatkeep, HistoryCompressor, ModelError, Ref
 from chatkeep.config import ChatConfig, ConfigError
 from chatkeep.formats import get_format
 from chatkeep.formats.base import (
@@ -485,6 +485,11 @@ def test_the_offline_summarizer_is_never_over_its_limit(limit: int) -> None:
             seq = fold * 100 + n
             messages.append(msg(seq, "user", f"Never use tool T{seq}; the cap is ${seq}."))
             messages.append(msg(seq + 50, "assistant", f"Step {seq} done, see notes {seq}."))
+        if limit < 10 * ExtractiveSummarizer.MIN_TRACE_TOKENS:
+            # Ten turns cannot each keep a trace: the fold is refused, never made empty.
+            with pytest.raises(ModelError, match="cannot carry 10 folded turns"):
+                summarizer.fold(previous, messages, "English")
+            return
         result = summarizer.fold(previous, messages, "English")
         assert counter.count(result.text) <= limit
         previous = result.summary

@@ -102,9 +102,9 @@ def plan_history(*, system_text: str, pinned_before: Sequence[Message], summary:
     floor = fixed_after + sum(costs[foldable:]) + open_cost
     if foldable == 0:
         return dataclasses.replace(plan, over_budget_reason=(
-            f"{total} tokens over the budget of {budget}, and nothing can be folded: the "
-            f"system prompt, pinned instructions, summary and the protected tail (the last "
-            f"{protect} messages and the open turn) need that much"))
+            f"{total} tokens, {total - budget} over the budget of {budget}, and nothing can "
+            f"be folded: the system prompt, pinned instructions, summary and the protected "
+            f"tail (the last {protect} messages and the open turn) need that much"))
     target = config.compress_target * budget
     foldable_cost = sum(costs[:foldable])
     batch = fold_batch(budget, target, fixed_after)
@@ -112,11 +112,11 @@ def plan_history(*, system_text: str, pinned_before: Sequence[Message], summary:
         # Folding everything foldable would still leave the history over the budget: fold
         # in batches of a usual fold's size, not one summarizer call for every new turn.
         return dataclasses.replace(plan, over_budget_reason=(
-            f"{total} tokens over the budget of {budget}: the system prompt, pinned "
-            f"instructions, summary and the protected tail need {floor} tokens even after "
-            f"a fold; folding waits until {foldable_cost} foldable tokens grow to a batch "
-            f"of {batch}"))
-    reason = f"{total} tokens over the budget of {budget}"
+            f"{total} tokens, {total - budget} over the budget of {budget}: the system "
+            f"prompt, pinned instructions, summary and the protected tail need {floor} "
+            f"tokens even after a fold; folding waits until {foldable_cost} foldable tokens "
+            f"grow to a batch of {batch}"))
+    reason = f"{total} tokens, {total - budget} over the budget of {budget}"
     if not allow_fold:
         return dataclasses.replace(plan, over_budget_reason=reason)
     # Fold the oldest messages until the history would cost at most the target: with the
