@@ -23,7 +23,10 @@ of the interleaved repetitions, best-of printed beside it.
 **Surface-form families.** A vault of 22 known values (five people's names, e-mails,
 phones and cards, an IBAN and an SSN) and a ~10 KB text per family in which those values
 reappear in one surface form: as written (ASCII), JSON-escaped (``Garc\\u00eda``),
-percent-encoded URLs, other case and no accents, surname first, fullwidth digits. Each
+percent-encoded URLs, other case and no accents, surname first, fullwidth digits, and the
+forms of issue 30 (HTML character references, markup inside a value, base64 and base64url
+JWT payloads, hex, an e-mail's ``[at]``/``dot`` words, letters spaced out, user names,
+look-alike Greek and Cyrillic letters). Each
 text is redacted with ``Redactor.redact`` (recognizers plus the vault's values in every
 form) and, separately, only searched for the vault's values (``find_known``, the
 surface-form work alone); ms per KB, best and median.
@@ -31,6 +34,7 @@ surface-form work alone); ms per KB, best and median.
 
 from __future__ import annotations
 
+import base64
 import cProfile
 import gc
 import json
@@ -358,6 +362,35 @@ def _surname_first(name: str) -> str:
     return f"{surname}, {' '.join(given)}"
 
 
+def _references(text: str) -> str:
+    """Every character that is not an ASCII letter as an HTML numeric reference."""
+    return "".join(c if c.isascii() and c.isalpha() else f"&#{ord(c)};" for c in text)
+
+
+def _b64url(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _jwt(person: Person, n: int) -> str:
+    claims = json.dumps({"sub": person.email, "name": person.name, "n": n},
+                        ensure_ascii=False)
+    header = _b64url(json.dumps({"alg": "HS256", "typ": "JWT"}))
+    return f"{header}.{_b64url(claims)}.c2lnbmF0dXJlLXN0dWI"
+
+
+def _scraper(email: str) -> str:
+    local, domain = email.split("@")
+    return f"{local} [at] {domain.replace('.', ' [dot] ')}"
+
+
+def _spaced(text: str) -> str:
+    return "  ".join(" ".join(word) for word in text.split())
+
+
+_LOOK_ALIKES = str.maketrans({"A": "\u0391", "O": "\u039f", "a": "\u0430", "o": "\u043e",
+                              "e": "\u0435"})
+
+
 #: Family -> one record of the text, for the n-th record and a person.
 SURFACE_FAMILIES: dict[str, tuple[tuple[Person, ...], Callable[[int, Person], str]]] = {
     "plain ASCII prose with values": (ASCII, lambda n, p: (
@@ -378,6 +411,18 @@ SURFACE_FAMILIES: dict[str, tuple[tuple[Person, ...], Callable[[int, Person], st
     "fullwidth digits": (CAST, lambda n, p: (
         f"Ref {n}: phone {p.phone.translate(_WIDE)}, card {p.card.translate(_WIDE)}, SSN "
         f"{EXTRA_VALUES[1][1].translate(_WIDE)} on file. ")),
+    "HTML references and markup": (CAST, lambda n, p: (
+        f"<tr><td>{n}</td><td>{_references(p.name)}</td><td>{_references(p.email)}</td>"
+        f"<td><b>{p.first}</b> {' '.join(p.name.split()[1:])}</td></tr> ")),
+    "base64url JWT payloads": (CAST, lambda n, p: (
+        f"Request {n}: Authorization: Bearer {_jwt(p, n)} ")),
+    "hex": (CAST, lambda n, p: (
+        f"Frame {n}: 0x{p.email.encode().hex()} {p.name.encode().hex()} ")),
+    "[at]/[dot], spaced letters": (CAST, lambda n, p: (
+        f"Contact {n}: {_scraper(p.email)}, signed {_spaced(p.name)}. ")),
+    "user names, look-alike letters": (CAST, lambda n, p: (
+        f"User {n}: @{'_'.join(_plain(p.name).lower().split())} wrote as "
+        f"{p.name.translate(_LOOK_ALIKES)}. ")),
 }
 
 

@@ -7,11 +7,16 @@ digits only (for the numeric ones), a name's surname alone, and, over the normal
 of the text (``surface_view``: JSON and percent escapes decoded, NFKC, case and accents
 folded), the normalised view of the value. A body whose JSON escapes spell the value
 (``ana.garcia\\u0040example.com``) or whose URL encodes it (``ana.garcia%40example.com``)
-fails the check like the plain text would.
+fails the check like the plain text would, and so does every other surface form the
+redaction reads (issue 30, item 7): the view decodes HTML references and drops markup and
+maps look-alike letters, the text's base64, base64url and hex runs are decoded and checked
+too (``surface_view``'s segments), and the text is also checked with the separators of a
+spelt-out value squeezed out and an e-mail's ``[at]``/``dot`` words put back.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import urllib.parse
@@ -19,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from chatkeep.memory.prompts import DECIDE_SYSTEM
-from chatkeep.privacy.surface import surface_view
+from chatkeep.privacy.surface import SurfaceView, surface_view
 from chatkeep.testing import Reply
 
 #: Values of each kind, all detected by the built-in recognizers when written plain (a name
@@ -35,6 +40,13 @@ POOLS: dict[str, tuple[str, ...]] = {
 KINDS = tuple(POOLS)
 #: How a value is written where it is placed.
 FORMS = ("plain", "upper", "lower", "json_u", "url")
+#: The forms of issue 30, item 7 (drawn by the core property test beside ``FORMS``).
+MORE_FORMS = ("html", "markup", "base64", "jwt", "hex", "scraper", "spaced", "user_name",
+              "look_alike")
+ALL_FORMS = FORMS + MORE_FORMS
+#: Latin letters written with a Greek or Cyrillic look-alike.
+_LOOK_ALIKES = str.maketrans({"A": "\u0391", "O": "\u039f", "a": "\u0430", "o": "\u043e",
+                              "e": "\u0435", "E": "\u0395", "i": "\u0456"})
 PLACEHOLDER = re.compile(r"<[A-Z_]+_\d+>")
 #: Prose a summarizer or distiller writes around the placeholders it was shown.
 REWORDINGS = ("Customer's mobile no. {p}.", "Identity verified with {p}.", "ref {p}",
@@ -54,6 +66,44 @@ def written(value: str, form: str) -> str:
         return "".join(c if c.isascii() and c.isalnum() else f"\\u{ord(c):04x}" for c in value)
     if form == "url":
         return urllib.parse.quote(value, safe="")
+    return _written_more(value, form)
+
+
+def _written_more(value: str, form: str) -> str:
+    """The forms of issue 30, item 7: every character that is not an ASCII letter or digit
+    as an HTML reference (``@`` by name); markup inside; base64; a JWT payload; hex; an
+    e-mail with ``[at]``/``[dot]`` words; letters spaced out; a name's words joined by
+    ``_``; look-alike letters of other scripts."""
+    if form == "html":
+        return "".join("&commat;" if c == "@" else c if c.isascii() and c.isalnum()
+                       else f"&#{ord(c)};" for c in value)
+    if form == "markup":
+        words = value.split(" ")
+        if len(words) > 1:
+            return " ".join(f"<b>{w}</b>" for w in words)
+        half = len(value) // 2
+        return f"{value[:half]}<i>{value[half:]}</i>"
+    if form == "base64":
+        return base64.b64encode(value.encode()).decode()
+    if form == "jwt":
+        claims = json.dumps({"sub": value, "iat": 1700000000}, ensure_ascii=False)
+        payload = base64.urlsafe_b64encode(claims.encode()).decode().rstrip("=")
+        return f"eyJhbGciOiJIUzI1NiJ9.{payload}.c2lnbmF0dXJl"
+    if form == "hex":
+        return value.encode().hex()
+    if form == "scraper":
+        if "@" not in value:
+            return value
+        local, domain = value.split("@")
+        return f"{local} [at] {domain.replace('.', ' [dot] ')}"
+    if form == "spaced":
+        return "  ".join(" ".join(word) for word in value.split())
+    if form == "user_name":  # a name's words (other values are not written so)
+        words = value.split()
+        return "_".join(words) if len(words) > 1 and all(w.isalpha() for w in words) \
+            else value
+    if form == "look_alike":
+        return value.translate(_LOOK_ALIKES)
     raise ValueError(form)
 
 
@@ -75,19 +125,42 @@ def normalised_forms(value: str, kind: str) -> set[str]:
     return forms
 
 
+#: What a value spelt out puts between its letters, and an e-mail's words for "@" and ".".
+_SPELT = re.compile(r"[\s._*\-]+")
+_AT_WORD = re.compile(r"\s*[\[({]\s*at\s*[\])}]\s*|\s+at\s+")
+_DOT_WORD = re.compile(r"\s*[\[({]\s*dot\s*[\])}]\s*|\s+dot\s+")
+
+
 def leaks(text: str, values: Mapping[str, str]) -> list[str]:
     """Every raw form of a value found in ``text`` (empty: none)."""
     found: list[str] = []
     folded = text.casefold()
-    view = surface_view(text).text
+    view = surface_view(text)
+    views = [("the normalised view", view.text), *_decoded_views(view)]
+    squeezed = _SPELT.sub("", view.text)
+    words_back = _DOT_WORD.sub(".", _AT_WORD.sub("@", view.text))
     for kind, value in values.items():
         for form in sorted(raw_forms(value, kind)):
             if form in folded:
                 found.append(f"{kind} {value!r} as {form!r}")
         for form in sorted(normalised_forms(value, kind)):
-            if form in view:
-                found.append(f"{kind} {value!r} in the normalised view as {form!r}")
+            for where, text_view in views:
+                if form in text_view:
+                    found.append(f"{kind} {value!r} in {where} as {form!r}")
+            if kind == "email" and form in words_back:
+                found.append(f"{kind} {value!r} with its [at]/dot words as {form!r}")
+            if len(_SPELT.sub("", form)) >= 6 and _SPELT.sub("", form) in squeezed:
+                found.append(f"{kind} {value!r} spelt out as {_SPELT.sub('', form)!r}")
     return found
+
+
+def _decoded_views(view: SurfaceView) -> list[tuple[str, str]]:
+    """The views of every encoded run (base64, base64url, hex), nested ones too."""
+    out: list[tuple[str, str]] = []
+    for segment in view.segments:
+        out.append((f"an encoded run ({segment.text[:40]!r})", segment.view.text))
+        out.extend(_decoded_views(segment.view))
+    return out
 
 
 def excerpt(text: str, values: Mapping[str, str], width: int = 160) -> str:

@@ -1,4 +1,6 @@
-"""A value the vault holds never leaves raw in another surface form (issue 20, item 3).
+"""A value the vault holds never leaves raw in another surface form (issue 20, item 3;
+issue 30, item 7: HTML references and markup, base64, base64url, hex, the forms people use
+to hide an address from a scraper, letters spaced out, user names, look-alike letters).
 
 Tool results are JSON (``Garc\\u00eda``), URLs percent-encode (``Ana%20Garc%C3%ADa``),
 people drop accents and case (``ana garcia``), write the surname first (``García, Ana``),
@@ -11,6 +13,7 @@ literal patterns found is lost; and the cost stays linear in the text.
 
 from __future__ import annotations
 
+import base64
 import gc
 import json
 import re
@@ -72,6 +75,17 @@ def assert_spans_fit(vault: PlaceholderVault, text: str) -> None:
         assert (span.entity_type, span.canonical) in canonicals
 
 
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def b64url(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+JWT_PAYLOAD = b64url(json.dumps({"sub": "ana.garcia@example.com", "name": "Ana García"},
+                                ensure_ascii=False))
+JWT = ".".join([b64url('{"alg":"HS256","typ":"JWT"}'), JWT_PAYLOAD, "c2lnbmF0dXJl"])
 WIDE_PHONE = "＋４４ ７７００ ９００１２３"
 WIDE_CARD = "４１１１ １１１１ １１１１ １１１１"
 WIDE_IBAN = "ＧＢ８２ ＷＥＳＴ １２３４ ５６９８ ７６５４ ３２"
@@ -150,6 +164,73 @@ FAMILIES = {
         ("mail=ANA.GARCIA%EF%BC%A0EXAMPLE.COM", "ANA.GARCIA%EF%BC%A0EXAMPLE.COM",
          "EMAIL", "ana.garcia@example.com"),
         ('{"who":"garcia,\\u00a0ana"}', "garcia,\\u00a0ana", "PERSON", "Ana García"),
+        ("q=" + b64("Ana%20Garc%C3%ADa"), b64("Ana%20Garc%C3%ADa"), "PERSON", "Ana García"),
+        ("<p>ana.garcia&#64;<b>example</b>.com</p>", "ana.garcia&#64;", "EMAIL",
+         "ana.garcia@example.com"),
+    ],
+    "html references": [
+        ("mail ana.garcia&#64;example.com", "ana.garcia&#64;example.com", "EMAIL",
+         "ana.garcia@example.com"),
+        ("mail ana.garcia&#x40;example.com", "ana.garcia&#x40;example.com", "EMAIL",
+         "ana.garcia@example.com"),
+        ("mail ana.garcia&commat;example&period;com", "ana.garcia&commat;", "EMAIL",
+         "ana.garcia@example.com"),
+        ("<p>Garc&iacute;a, Ana</p>", "Garc&iacute;a, Ana", "PERSON", "Ana García"),
+        ("Ana Garc&#237;a", "Garc&#237;a", "PERSON", "Ana García"),
+        ("ana.garcia&amp;#64;example.com", "ana.garcia&amp;#64;", "EMAIL",
+         "ana.garcia@example.com"),
+        ("SSN &#53;36-22-1234", "&#53;36-22-1234", "US_SSN", "536-22-1234"),
+    ],
+    "markup inside": [
+        ("<td>Ana <b>García</b></td>", "García", "PERSON", "Ana García"),
+        ("Ana<br/>García", "García", "PERSON", "Ana García"),
+        ("ana.garcia@<span class='x'>example</span>.com", "ana.garcia@", "EMAIL",
+         "ana.garcia@example.com"),
+        ("O<i>liver</i> called", "liver", "PERSON", "Oliver"),
+    ],
+    "base64 and hex": [
+        (f"token {b64('ana.garcia@example.com')} end", b64("ana.garcia@example.com"),
+         "EMAIL", "ana.garcia@example.com"),
+        (f"Authorization: Bearer {JWT}", JWT_PAYLOAD, "EMAIL", "ana.garcia@example.com"),
+        (f"name={b64('Ana García')}", b64("Ana García"), "PERSON", "Ana García"),
+        (f"https://x.io/u/{b64url('Ana García')}/profile", b64url("Ana García"), "PERSON",
+         "Ana García"),
+        (b"ana.garcia@example.com".hex(), b"ana.garcia@example.com".hex(),
+         "EMAIL", "ana.garcia@example.com"),
+        ("id 0x" + b"536-22-1234".hex(), b"536-22-1234".hex(), "US_SSN", "536-22-1234"),
+        ("".join(f"\\x{b:02x}" for b in b"Ana Garcia"), "\\x41\\x6e", "PERSON",
+         "Ana García"),
+    ],
+    "scraper forms": [
+        ("ana.garcia [at] example [dot] com", "garcia [at] example", "EMAIL",
+         "ana.garcia@example.com"),
+        ("ana.garcia(at)example(dot)com", "garcia(at)example", "EMAIL",
+         "ana.garcia@example.com"),
+        ("write ana dot garcia at example dot com", "garcia at example", "EMAIL",
+         "ana.garcia@example.com"),
+        ("ANA.GARCIA AT EXAMPLE DOT COM", "GARCIA AT EXAMPLE", "EMAIL",
+         "ana.garcia@example.com"),
+        ("ana.garcia {@} example.com", "garcia {@} example", "EMAIL",
+         "ana.garcia@example.com"),
+    ],
+    "spaced letters": [
+        ("A n a  G a r c í a", "G a r c í a", "PERSON", "Ana García"),
+        ("a n a . g a r c i a @ e x a m p l e . c o m", "g a r c i a", "EMAIL",
+         "ana.garcia@example.com"),
+        ("O l i v e r said", "O l i v e r", "PERSON", "Oliver"),
+        ("A-n-a G-a-r-c-i-a", "G-a-r-c-i-a", "PERSON", "Ana García"),
+    ],
+    "user names": [
+        ("ana_garcia", "ana_garcia", "PERSON", "Ana García"),
+        ("ping @ana_garcia_88", "ana_garcia", "PERSON", "Ana García"),
+        ("GARCIA_ANA", "GARCIA_ANA", "PERSON", "Ana García"),
+    ],
+    "look-alike letters": [
+        ("\u0391na García", "\u0391na", "PERSON", "Ana García"),  # Greek capital Alpha
+        ("\u0410na Gar\u0441ía", "Gar\u0441ía", "PERSON", "Ana García"),  # Cyrillic
+        ("\u0430na.g\u0430rcia@example.com", "g\u0430rcia@", "EMAIL",
+         "ana.garcia@example.com"),
+        ("\u039fliver", "\u039fliver", "PERSON", "Oliver"),  # Greek capital Omicron
     ],
 }
 
@@ -188,7 +269,7 @@ def test_spans_map_back_to_the_exact_original_slice() -> None:
 @pytest.mark.parametrize("text", [
     "I like banana and Ana.",  # "Ana" alone: too short to match, and inside a word
     "Ana López and Pedro García came.",  # another name sharing a word
-    "Garcíaana, Ana Garcías, Anagarcía, Ana-García, ana_garcia",
+    "Garcíaana, Ana Garcías, Anagarcía, Ana-García; ana_garcias",
     "Ana. García",  # not the same name across a sentence
     "the rose garden; a rosé wine",  # one-word names keep their case rules
     "oliver twist",
@@ -198,6 +279,16 @@ def test_spans_map_back_to_the_exact_original_slice() -> None:
     "ana.garcia@example.community and bob.ana.garcia@example.com",
     "Garc\\u00edaz, Ana%20Garc%C3%ADaz",
     "%C3%28 and \\ud83d alone",  # invalid sequences stay as they are
+    # Issue 30, item 7: the new forms' near misses, and prose that looks like them.
+    "look at the dot on the map, then at the dot com page",
+    "ana.garcia at example dot org",
+    "ana dot garcia at example dot community",
+    "<b>Ana</b> López and a<b>nd</b> García",
+    b64("banana bread, no names"),
+    "a n a l y s i s, O l i v e, G a r c í",
+    "Καλημέρα Άννα, Ολιβερ",
+    "information Garciaville 0x5f3759df deadbeefcafe",
+    "a<b and c>d, <at>, <PERSON_1>",
 ])
 def test_near_misses_are_left_alone(text: str) -> None:
     assert make_vault().find_known(text) == []
@@ -419,6 +510,21 @@ COST_FAMILIES: dict[str, Callable[[int], str]] = {
     "phone prefixes": _repeat("+44 7700 "),
     "almost the e-mail": _repeat("ana.garcia@example.co"),
     "fullwidth digits": _repeat("５３６－"),
+    "unfinished character references": _repeat("&#6"),
+    "named references": _repeat("&iacute"),
+    "unclosed tags": _repeat("<b "),
+    "tags": _repeat("Ana <b>Gar</b>"),
+    "one base64 run": _repeat("QW5h"),
+    "base64 words": _repeat("QW5hIEdhcmPDrWE "),
+    "hex run": _repeat("616e61"),
+    "hex escapes": _repeat("\\x61"),
+    "url path of runs": _repeat("YW5hLmdhcm/"),
+    "scraper at": _repeat("ana.garcia [at] "),
+    "scraper dot": _repeat("ana dot garcia at example dot "),
+    "spaced letters": _repeat("a n a g a r c i "),
+    "spaced separators": _repeat("O - - - "),
+    "user name joins": _repeat("ana_"),
+    "look-alikes": _repeat("\u0391\u039f\u0430 "),
 }
 SMALL, LARGE, MAX_RATIO = 10_000, 100_000, 30.0
 

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 
 from chatkeep.errors import PrivacyError
 from chatkeep.privacy.base import ENTITY_TYPE_RE, ContextualRecognizer, Recognizer, Span
+from chatkeep.privacy.known_values import KNOWN_VALUE_SCORE
 from chatkeep.privacy.recognizers import (
     DEFAULT_PHONE_REGIONS,
     CreditCardRecognizer,
@@ -192,6 +193,54 @@ def resolve_overlaps(spans: Iterable[Span]) -> list[Span]:
         kept.append(span)
     kept.sort(key=lambda s: s.start)
     return kept
+
+
+def resolve_for_redaction(spans: Iterable[Span]) -> list[Span]:
+    """:func:`resolve_overlaps`, then each vault match that lost to a span it only partly
+    overlaps keeps its uncovered part (trimmed of separators): a match that reached into
+    its neighbour's text (``5500 0000 0000 0004 07700 900123``: the phone pattern read
+    ``0004`` as a prefix) must not leave the rest of its value raw when the neighbour
+    wins. Sorted by start, not overlapping."""
+    spans = list(spans)
+    kept = resolve_overlaps(spans)
+    if len(kept) == len(spans):
+        return kept
+    taken = bytearray(max((span.end for span in spans), default=0))
+    for span in kept:
+        taken[span.start:span.end] = b"\x01" * (span.end - span.start)
+    chosen = set(kept)
+    extra: list[Span] = []
+    for span in sorted(spans, key=lambda s: (-(s.end - s.start), s.start)):
+        if span in chosen or span.score < KNOWN_VALUE_SCORE:
+            continue
+        position = span.start
+        while position < span.end:
+            free = taken.find(0, position, span.end)
+            if free == -1:
+                break
+            stop = taken.find(1, free, span.end)
+            stop = span.end if stop == -1 else stop
+            piece = _trimmed(span, free, stop)
+            if piece is not None:
+                taken[piece.start:piece.end] = b"\x01" * (piece.end - piece.start)
+                extra.append(piece)
+            position = stop
+    return sorted([*kept, *extra], key=lambda s: s.start)
+
+
+def _trimmed(span: Span, start: int, end: int) -> Span | None:
+    """The part ``[start, end)`` of ``span`` without separators at its edges, if it holds a
+    letter or digit."""
+    text = span.text[start - span.start:end - span.start]
+    lead = len(text) - len(text.lstrip(_EDGE_SEPARATORS))
+    text = text.strip(_EDGE_SEPARATORS)
+    if not any(c.isalnum() for c in text):
+        return None
+    first = start + lead
+    return Span(first, first + len(text), span.entity_type, text, span.score, span.canonical)
+
+
+_EDGE_SEPARATORS = " \t\n\r\u00a0\u202f-.,;:()[]{}<>/\\|+_*\"'"
 
 
 def _check_recognizer(recognizer: object) -> None:

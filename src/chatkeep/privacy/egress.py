@@ -48,7 +48,7 @@ from typing import Any, Protocol, TypeVar
 
 from chatkeep.errors import PrivacyError
 from chatkeep.privacy.base import Span
-from chatkeep.privacy.detector import resolve_overlaps
+from chatkeep.privacy.detector import resolve_for_redaction
 from chatkeep.privacy.redactor import Redactor
 from chatkeep.privacy.vault import PlaceholderVault
 
@@ -222,7 +222,7 @@ class SessionEgress:
             if since == len(self.vault):
                 return text
             detected = ()
-        spans = resolve_overlaps([*detected, *self.vault.find_known(text, since or 0)])
+        spans = resolve_for_redaction([*detected, *self.vault.find_known(text, since or 0)])
         if not spans:
             return text
         parts: list[str] = []

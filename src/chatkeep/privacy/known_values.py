@@ -8,9 +8,15 @@ spacing and separators, digits only (with or without the country code or trunk 0
 other case. Patterns are plain sequences with bounded separator runs: linear time.
 
 Values also come back in other *surface forms*: JSON-escaped in tool results, percent-encoded
-in URLs, without accents, in any case, surname first, in fullwidth characters. So each entry
+in URLs, as HTML references or with markup inside, without accents, in any case, surname
+first, in fullwidth characters or look-alike letters, base64 or hex encoded. So each entry
 has, besides its literal pattern (run on the text as written), surface patterns run on the
-text's normalised view (:mod:`chatkeep.privacy.surface`) and mapped back to its offsets.
+text's normalised view (:mod:`chatkeep.privacy.surface`) and mapped back to its offsets, and
+run again on each encoded segment's view (a match there redacts the whole encoded run).
+Some forms are written by people hiding a value from a scraper, and the surface patterns
+read them too: an e-mail with ``[at]``, ``(dot)`` or `` at `` and `` dot `` for its ``@``
+and dots, a name's words joined by ``_`` (``ana_garcia``), and any value of four letters
+or more with its letters spaced out (``a n a . g a r c i a``).
 One-word names stay case-sensitive there (a name can be a word): a match counts only when
 written as the value, title or upper case, accents aside. On an ASCII text with nothing
 to decode the view is the text lower-cased, where the surface patterns find everything the
@@ -43,11 +49,23 @@ MIN_LITERAL_CHARS = 4
 _ID_TYPES = frozenset({"CREDIT_CARD", "IBAN", "US_SSN", "ES_NIF", "UK_NINO"})
 _NAME_TYPES = frozenset({"PERSON", "LOCATION"})
 _SEPARATOR = r"[ \t\-.\u00a0\u202f]{0,3}"
-_PHONE_SEPARATOR = r"[ \t\-.()\u00a0\u202f]{0,3}"
-#: Between the words of a name in the view: whitespace, or "+" (a space in a URL query).
-_NAME_GAP = r"[\s+]+"
+_PHONE_SEPARATOR = r"[ \t\-.()\u00a0\u202f]{0,4}"  # "( 2 1 2 )  5 5 5"
+#: Between the words of a name in the view: whitespace, "+" (a space in a URL query), or
+#: "_" (a user name: ``ana_garcia``). Not "-" nor "." nor nothing: ``Ana-García``,
+#: ``Ana. García`` and ``Anagarcía`` may well be someone else, or two sentences.
+_NAME_GAP = r"[\s+_]+"
 #: Between the surname and the rest when written first: a comma, or just a gap.
-_SURNAME_GAP = r"(?:[\s+]*,[\s+]*|[\s+]+)"
+_SURNAME_GAP = r"(?:[\s+]*,[\s+]*|[\s+_]+)"
+#: What may stand beside a name: not a letter or digit (``_`` joins user names).
+_NAME_EDGE = r"[^\W_]"
+#: Between the letters of a value spelt out (``a n a``), and between its words.
+_SPACED = r"[\s._*\-]{1,3}"
+_SPACED_WORDS = r"[\s._*\-]{1,6}"
+#: An e-mail's "@" and "." as people write them to hide the address from a scraper.
+_AT = (r"(?:\s{0,3}(?:@|[\[({]\s{0,3}(?:at|@)\s{0,3}[\])}])\s{0,3}"
+       r"|\s{1,3}at\s{1,3})")
+_DOT = (r"(?:\s{0,3}(?:\.|[\[({]\s{0,3}(?:dot|\.)\s{0,3}[\])}])\s{0,3}"
+        r"|\s{1,3}dot\s{1,3})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +89,15 @@ class KnownValue:
             for match in pattern.finditer(view.text):
                 start, end = view.span(match.start(), match.end())
                 raw = text[start:end]
-                if self.cased is not None and cased_form(raw) not in self.cased:
+                if self.cased is not None and cased_form(raw) not in self.cased and \
+                        cased_form(_unspaced(raw)) not in self.cased:
                     continue
                 yield Span(start, end, self.entity_type, raw, KNOWN_VALUE_SCORE,
                            self.canonical)
+        for segment in view.segments:  # an encoded run holding the value: all of it
+            if next(self.find(segment.text, segment.view), None) is not None:
+                yield Span(segment.start, segment.end, self.entity_type,
+                           text[segment.start:segment.end], KNOWN_VALUE_SCORE, self.canonical)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -155,21 +178,55 @@ def surface_patterns(entity_type: str, canonical: str, value: str
     words = normalize(text).split()
     if len(" ".join(words)) < MIN_LITERAL_CHARS:
         return (), None
+    spaced = _spaced(words)
     if entity_type in _NAME_TYPES:
+        end = rf"(?!{_NAME_EDGE})"
         if len(words) == 1:
             cased = frozenset(cased_form(f) for f in (text, text.title(), text.upper()))
-            return (re.compile(_opening(words[0], r"\w") + r"(?!\w)"),), cased
-        forward = _opening(words[0], r"\w") + "".join(
+            one = re.compile(_opening(words[0], _NAME_EDGE) + end)
+            return ((one, spaced) if spaced else (one,)), cased
+        forward = _opening(words[0], _NAME_EDGE) + "".join(
             _NAME_GAP + re.escape(w) for w in words[1:])
-        surname_first = _opening(words[-1], r"\w") + _SURNAME_GAP + _NAME_GAP.join(
+        surname_first = _opening(words[-1], _NAME_EDGE) + _SURNAME_GAP + _NAME_GAP.join(
             re.escape(w) for w in words[:-1])
-        return (re.compile(forward + r"(?!\w)"), re.compile(surname_first + r"(?!\w)")), None
+        patterns = [re.compile(forward + end), re.compile(surname_first + end)]
+        return (*patterns, *([spaced] if spaced else [])), None
     rest = "".join(r"\s+" + re.escape(w) for w in words[1:])
-    if entity_type == "EMAIL":
-        return (re.compile(_opening(words[0], r"[\w.+%-]") + rest + r"(?![\w-])"),), None
+    if entity_type == "EMAIL" and len(words) == 1:
+        return (_email_surface(words[0]), *([spaced] if spaced else [])), None
     if entity_type == "IP_ADDRESS":
         return (re.compile(_opening(words[0], r"[\w.:]") + rest + r"(?![\w:]|\.\d)"),), None
-    return (re.compile(re.escape(words[0]) + rest),), None
+    return (re.compile(re.escape(words[0]) + rest), *([spaced] if spaced else [])), None
+
+
+def _email_surface(address: str) -> re.Pattern[str]:
+    """An e-mail address in the view, its ``@`` and dots also written as words
+    (``ana.garcia [at] example [dot] com``, ``ana dot garcia at example dot com``)."""
+    tokens = re.split(r"([@.])", address)
+    body = "".join(_AT if t == "@" else _DOT if t == "." else re.escape(t) for t in tokens[1:])
+    if not tokens[0]:  # an address starting with a dot: no literal to start from
+        return re.compile(re.escape(address) + r"(?![\w-])")
+    return re.compile(_opening(tokens[0], r"[\w.+%-]") + body + r"(?![\w-])")
+
+
+def _spaced(words: list[str]) -> re.Pattern[str] | None:
+    """The value with its letters spaced out (``a n a  g a r c i a``), or ``None`` when it
+    has fewer than :data:`MIN_LITERAL_CHARS` letters and digits. Starts with its first
+    letter (a literal the engine searches for)."""
+    if sum(c.isalnum() for w in words for c in w) < MIN_LITERAL_CHARS:
+        return None
+    body = _SPACED_WORDS.join(_SPACED.join(re.escape(c) for c in w) for w in words)
+    first = re.escape(words[0][0])
+    rest = body[len(first):]
+    return re.compile(rf"{first}(?<!{_NAME_EDGE}[\s\S]){rest}(?!{_NAME_EDGE})")
+
+
+def _unspaced(raw: str) -> str:
+    """``raw`` (one word, spelt out) without the separators between its letters."""
+    return _SEPARATORS.sub("", raw)
+
+
+_SEPARATORS = re.compile(r"[\s._*\-]+")
 
 
 def _opening(word: str, before: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from chatkeep.privacy.detector import PiiDetector, resolve_overlaps
+from chatkeep.privacy.detector import PiiDetector, resolve_for_redaction
 from chatkeep.privacy.escaping import escape, substitute_tokens
 from chatkeep.privacy.vault import PlaceholderVault
 
@@ -80,7 +80,7 @@ class Redactor:
         position = 0
         detected = self._detector.detect(text, context) if context else \
             self._detector.detect(text)
-        for span in resolve_overlaps([*detected, *vault.find_known(text)]):
+        for span in resolve_for_redaction([*detected, *vault.find_known(text)]):
             parts.append(escape(text[position : span.start]))
             parts.append(vault.placeholder_for(span.entity_type, span.text, span.canonical))
             position = span.end
