@@ -386,3 +386,16 @@ def test_an_export_that_fails_midway_leaves_the_old_file(tmp_path: Path) -> None
     assert out.read_bytes() == b"old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["latest.jsonl"]
     assert write_dump(iter([b"new\n"]), out) == 1 and out.read_bytes() == b"new\n"
+
+
+def test_a_stream_read_once_checks_each_batch_against_the_database(
+        tmp_path: Path, items: list[Item], victim: str) -> None:
+    """``restore_lines`` cannot read twice, so it asks the database about each batch's
+    sessions and tenants before inserting it: a second import commits nothing."""
+    body = sealed(items)
+    with Chatkeep(victim) as keep:
+        restore_lines(keep.engine, io.BytesIO(body), SCHEMA)
+        before = state(keep.engine)
+        with pytest.raises(InvalidDump, match="already holds sessions of this dump"):
+            restore_lines(keep.engine, io.BytesIO(body), SCHEMA)
+        assert state(keep.engine) == before  # refused before its first insert
