@@ -529,9 +529,15 @@ def _scrubbed(core: Chatkeep, session: ChatSession, system: SystemMessage,
     text (``sent``, redacted, memories appended). Content blocks (cache control and the
     like) keep their shape, each string through the session's egress, and recalled
     memories follow as a text block of their own."""
+    if isinstance(system.content, str) and sent is not None:
+        return system.model_copy(update={"content": sent})
+    # The egress starts from the session's row: re-read it, so the placeholders the
+    # history just stored are known (a value in a form no recognizer reads, a URL's
+    # percent-encoding, is then still redacted).
+    session.refresh()
     if isinstance(system.content, str):
-        return system.model_copy(update={"content": sent if sent is not None
-                                         else core.privacy.scrub(session, system.content)})
+        return system.model_copy(update={"content": core.privacy.scrub(session,
+                                                                       system.content)})
     blocks: list[Any] = list(core.privacy.scrub(session, list(system.content)))
     if sent is not None and MEMORY_HEADER in sent:
         blocks.append({"type": "text", "text": sent[sent.index(MEMORY_HEADER):]})
