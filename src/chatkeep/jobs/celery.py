@@ -95,9 +95,14 @@ def configure(factory: KeepFactory) -> None:
 
 
 def worker_keep() -> Chatkeep:
-    """The worker process's ``Chatkeep`` (built once per process, after fork)."""
+    """The worker process's ``Chatkeep`` (built once per process, after fork). Alembic's
+    INFO lines (its plugins, the migration context) stay out of the worker's log unless
+    the ``alembic`` logger was given a level of its own."""
     global _keep
     if _keep is None:
+        alembic_log = logging.getLogger("alembic")
+        if alembic_log.level == logging.NOTSET:
+            alembic_log.setLevel(logging.WARNING)
         _keep = _factory()
     return _keep
 
