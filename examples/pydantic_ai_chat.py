@@ -2,10 +2,12 @@
 
 ``python examples/pydantic_ai_chat.py`` runs three turns of a weather agent with a tool,
 each the way a web handler runs one: load the conversation, run the agent, save the
-result. ``ChatkeepConversationStore`` keeps the conversation (per tenant, usage billed);
-``ChatkeepHistory`` sends the model chatkeep's budgeted history, redacted. The model is
-Pydantic AI's ``FunctionModel`` so the example needs no API key: put
-``"openai:gpt-4o"`` (or any model) in its place and nothing else changes.
+result; then a fourth, streamed (``run_stream``), as a chat UI shows it.
+``ChatkeepConversationStore`` keeps the conversation (per tenant, usage billed);
+``ChatkeepHistory`` sends the model chatkeep's budgeted history, redacted, and gives the
+user back their own values in the output and in every streamed delta (the model wrote
+``<EMAIL_1>``). The model is Pydantic AI's ``FunctionModel`` so the example needs no API
+key: put ``"openai:gpt-4o"`` (or any model) in its place and nothing else changes.
 
 The database is ``$CHATKEEP_EXAMPLE_DB`` (a SQLite file in a temporary directory when unset).
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from pydantic_ai import Agent
@@ -57,10 +60,16 @@ def offline_model(messages: list[ModelMessage], info: AgentInfo) -> ModelRespons
     return ModelResponse(parts=[TextPart("Noted. I will write to <EMAIL_1>.")])
 
 
+async def offline_stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+    """The same model, streamed: its placeholder arrives split across two deltas."""
+    for delta in ["I will ", "write to <EMA", "IL_1> as agreed."]:
+        yield delta
+
+
 def build_agent(store: ChatkeepConversationStore,
                 sent: list[PreparedRequest]) -> Agent[None, str]:
     agent: Agent[None, str] = Agent(
-        FunctionModel(offline_model),
+        FunctionModel(offline_model, stream_function=offline_stream),
         instructions="You answer weather questions with the get_weather tool.",
         capabilities=[ChatkeepHistory(store, on_request=sent.append)])
 
@@ -83,6 +92,18 @@ async def chat_turn(store: ChatkeepConversationStore, agent: Agent[None, str],
     return result.output, list(result.new_messages())
 
 
+async def streamed_turn(store: ChatkeepConversationStore, agent: Agent[None, str],
+                        chat_id: str, prompt: str) -> tuple[str, list[ModelMessage]]:
+    """One message of a chat answered as a stream: each delta as the user sees it (their
+    own values, a placeholder split across deltas whole), saved once it has finished."""
+    shown: list[str] = []
+    async with agent.run_stream(prompt, conversation=await store.for_run(chat_id)) as stream:
+        async for delta in stream.stream_text(delta=True, debounce_by=None):
+            shown.append(delta)  # a web handler sends each delta to the browser here
+    await store.save(stream)
+    return "".join(shown), list(stream.new_messages())
+
+
 async def main(database: Path) -> None:
     keep = AsyncChatkeep(f"sqlite:///{database}", config={"privacy": {"anonymize_pii": True}})
     async with keep:
@@ -96,6 +117,9 @@ async def main(database: Path) -> None:
             answer, added = await chat_turn(store, agent, "chat-42", prompt)
             saved += added
             print(f"user: {prompt}\nagent: {answer}")
+        streamed, added = await streamed_turn(store, agent, "chat-42", "Remind me, please.")
+        saved += added
+        print(f"user: Remind me, please.\nagent (streamed): {streamed}")
 
         last = sent[-1]
         print(f"history: {last.tokens} of {last.budget} tokens, "

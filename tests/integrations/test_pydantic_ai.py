@@ -765,5 +765,7 @@ def test_the_example_runs(tmp_path: Path) -> None:
                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "reloaded exactly: True" in out.stdout
+    assert "agent: Noted. I will write to ana.garcia@example.com." in out.stdout
+    assert "agent (streamed): I will write to ana.garcia@example.com as agreed." in out.stdout
     assert "ana.garcia@example.com" not in out.stdout.split("model saw:")[1]
     assert "<EMAIL_1>" in out.stdout

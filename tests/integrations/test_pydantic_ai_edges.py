@@ -13,7 +13,7 @@ import contextlib
 import itertools
 import json
 import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
@@ -38,6 +38,7 @@ from pydantic_ai.messages import (
     UploadedFile,
     UserPromptPart,
 )
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
@@ -319,6 +320,30 @@ def test_the_user_sees_their_values_and_pydantic_ai_keeps_placeholders(
     no_raw(sent, EMAIL)
 
 
+@pytest.mark.parametrize("mode", ["run_stream", "iter", "run_stream_events"])
+def test_a_placeholder_cut_by_the_first_chunk_is_never_shown_in_halves(
+        db_url: str, mode: str) -> None:
+    """``run_stream`` shows a response's first text from the response it accumulates (in
+    placeholders) before any event reaches the capability: a placeholder that chunk cuts
+    stays whole as the model wrote it, and one split in later deltas is restored."""
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        for delta in ["Write to <EMA", "IL_1> or <EMAIL_", "1> soon"]:
+            yield delta
+
+    async def scenario() -> None:
+        async with AsyncChatkeep(db_url, config=PRIVACY, dispatcher="inline") as keep:
+            store = ChatkeepConversationStore(keep, tenant=ORG)
+            await keep.privacy.scrub(await keep.sessions.open("cut", ORG), {"t": EMAIL})
+            agent: Agent[Any, Any] = Agent(FunctionModel(stream_function=stream),
+                                           capabilities=[ChatkeepHistory(store)])
+            saved, shown = await streamed_turn(mode, agent, store, "cut", "hi")
+            assert shown == f"Write to <EMAIL_1> or {EMAIL} soon"
+            assert store_result(saved).output == f"Write to {EMAIL} or {EMAIL} soon"
+
+    run(scenario())
+
+
 def test_a_restorer_for_the_app_own_stream(db_url: str) -> None:
     """``store.restorer`` for text an app streams itself: placeholders split anywhere come
     back whole, unknown ones stay; a conversation that does not redact is left as it is."""
@@ -398,7 +423,7 @@ def test_streamed_runs_are_recorded_billed_budgeted_and_redacted(db_url: str,
                 "running summary" in str(body["messages"][0].get("content")):
             return Reply.ok("The customer <EMAIL_1> asked about the weather.")
         if last["role"] == "tool":
-            return Reply.ok("Found <EMAIL_1> with phone <PHONE_1>.", prompt_tokens=40,
+            return Reply.ok("I found your record: <EMAIL_1>, phone <PHONE_1>.", prompt_tokens=40,
                             completion_tokens=9)
         if "Look me up" in str(last.get("content")):
             return Reply.calls(("call_1", "lookup", '{"who": "<EMAIL_1>"}'),

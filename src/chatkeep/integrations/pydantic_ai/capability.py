@@ -148,7 +148,9 @@ class ChatkeepHistory(AbstractCapability[Any]):
 class _TextRestoring:
     """The text events of one streamed response, restored part by part: each text part
     has its own :class:`StreamRestorer`, so a placeholder split across its deltas comes
-    back whole; what a restorer still holds goes out before the part's end."""
+    back whole; what a restorer still holds goes out before the part's end. A placeholder
+    cut by the end of a part's first text (the event that starts the part) stays as the
+    model wrote it: ``run_stream`` has shown that text unrestored already."""
 
     def __init__(self, history: ChatkeepHistory, ctx: RunContext[Any]) -> None:
         self.history, self.ctx = history, ctx
@@ -166,9 +168,13 @@ class _TextRestoring:
         if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
             for held in self.flush(event.index):
                 yield held
-            restorer = self.parts[event.index] = StreamRestorer(await self.restore())
+            # The part's first text is restored as it stands, nothing held back: run_stream
+            # shows the consumer that text from the response it accumulates (in
+            # placeholders), not from this event, and later deltas must continue it.
+            restore = await self.restore()
+            self.parts[event.index] = StreamRestorer(restore)
             yield dataclasses.replace(event, part=dataclasses.replace(
-                event.part, content=restorer.feed(event.part.content)))
+                event.part, content=restore(event.part.content)))
         elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta) \
                 and event.index in self.parts:
             text = self.parts[event.index].feed(event.delta.content_delta)
