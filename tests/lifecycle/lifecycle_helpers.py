@@ -122,12 +122,20 @@ def disk_bytes(db_url: str) -> bytes:
         path = Path(db_url.removeprefix("sqlite:///"))
         return b"".join(p.read_bytes() for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm"))
                         if p.exists())
+    assert shutil.which("pg_dump")
     schema = re.search(r"search_path%3D([A-Za-z0-9_]+)", db_url)
-    assert schema is not None and shutil.which("pg_dump")
-    dsn = re.sub(r"[?&]options=[^&]*", "",
-                 unquote(db_url).replace("postgresql+psycopg", "postgresql"))
+    if schema is not None:
+        name = schema.group(1)
+        dsn = re.sub(r"[?&]options=[^&]*", "",
+                     unquote(db_url).replace("postgresql+psycopg", "postgresql"))
+    else:  # through PgBouncer: its database ck_pgb_N is the schema of that name
+        from conftest import PG_URL
+
+        found = re.search(r"/(ck_pgb_[0-9]+)", db_url)
+        assert found is not None, db_url
+        name, dsn = found.group(1), PG_URL
     dsn = dsn.replace("?prepared_statements=false", "").replace("&prepared_statements=false", "")
-    done = subprocess.run(["pg_dump", "--data-only", "-n", schema.group(1), dsn],
+    done = subprocess.run(["pg_dump", "--data-only", "-n", name, dsn],
                           capture_output=True, check=True, timeout=120)
     return done.stdout
 

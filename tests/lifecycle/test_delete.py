@@ -12,6 +12,7 @@ from lifecycle_helpers import ANN, CASE, T1, T2, label, on_disk, plant, usage_to
 from chatkeep import Chatkeep, Ref, SessionNotFound, ToolCall, Usage
 
 
+@pytest.mark.pgbouncer
 def test_deleting_a_session_removes_its_content_and_keeps_the_bill(
         db_url: str, make_keep: Callable[..., Chatkeep]) -> None:
     world = plant(db_url)

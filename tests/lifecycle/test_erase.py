@@ -23,6 +23,7 @@ def memory_tokens(world: World, *names: str) -> list[str]:
     return [world.memories[n].split()[-1] for n in names]
 
 
+@pytest.mark.pgbouncer
 def test_erasing_an_actor_leaves_nothing_of_them_and_everyone_else_served(
         db_url: str, make_keep: Callable[..., Chatkeep]) -> None:
     world = plant(db_url)
