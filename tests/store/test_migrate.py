@@ -186,3 +186,29 @@ def test_a_database_from_a_newer_chatkeep_is_a_store_error_naming_both_revisions
         migrate.downgrade(engine, "0007_memory_generations")
     assert migrate.current(engine) == FUTURE  # nothing was touched
     engine.dispose()
+
+
+def test_the_shipped_chain_read_without_alembic_is_alembics_own() -> None:
+    """``migrate.shipped`` reads the scripts' revision lines so a current database is
+    checked without importing Alembic (CLI start-up): it must agree with Alembic."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(migrate.alembic_config())
+    assert migrate.shipped() == {s.revision: s.down_revision for s in script.walk_revisions()}
+    assert migrate.head_revision() == script.get_current_head()
+
+
+def test_a_current_database_is_opened_without_importing_alembic(tmp_path: Any) -> None:
+    """What makes ``chatkeep sessions list`` start fast: neither Alembic nor the OpenAI SDK
+    is imported when the schema is current and no model is called."""
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'chat.db'}"
+    Chatkeep(url).start().close()
+    code = ("import sys; from chatkeep import Chatkeep, Ref; "
+            f"k = Chatkeep({url!r}); k.sessions.list(Ref('org', 1)); k.close(); "
+            "print(sorted(m for m in ('alembic', 'openai') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

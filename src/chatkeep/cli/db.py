@@ -7,7 +7,6 @@ from contextlib import contextmanager
 from typing import Annotated
 
 import typer
-from alembic.util import CommandError
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -47,8 +46,6 @@ def _database(db: str, *, existing: bool = True) -> Iterator[Engine]:
         yield engine
     except ChatkeepError as exc:
         fail(explain_store_error(db, str(exc)) if isinstance(exc, StoreError) else str(exc))
-    except CommandError as exc:
-        fail(f"migration: {exc}")
     except SQLAlchemyError as exc:
         fail(explain_store_error(db, f"{describe_url(db)}: "
                                      f"{str(store_error(exc)).removeprefix('database error: ')}"))

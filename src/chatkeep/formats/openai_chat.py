@@ -7,9 +7,7 @@ Also the default wire format of ``build_history``. Any OpenAI-compatible endpoin
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, cast
-
-from openai.types.chat import ChatCompletionMessageParam
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from chatkeep.errors import InvalidMessage
 from chatkeep.formats.base import (
@@ -28,7 +26,12 @@ _TEXT_PARTS = ("text",)
 _ROLES = {"system": Role.SYSTEM, "developer": Role.SYSTEM, "user": Role.USER,
           "assistant": Role.ASSISTANT, "tool": Role.TOOL}
 
-ChatHistory = History[ChatCompletionMessageParam]
+if TYPE_CHECKING:  # the SDK's types, for type checkers only: importing it costs start-up
+    from openai.types.chat import ChatCompletionMessageParam
+
+    ChatHistory: TypeAlias = History[ChatCompletionMessageParam]
+else:
+    ChatHistory = History
 
 
 def to_wire(outgoing: Outgoing, info: HistoryInfo) -> ChatHistory:
@@ -50,7 +53,7 @@ def to_wire(outgoing: Outgoing, info: HistoryInfo) -> ChatHistory:
             previous["tool_calls"] = [*previous["tool_calls"], *wire.get("tool_calls", [])]
             continue
         out.append(wire)
-    return History(cast(list[ChatCompletionMessageParam], out), info)
+    return History(cast("list[ChatCompletionMessageParam]", out), info)
 
 
 def _joined(first: str | None, second: str | None) -> str | None:

@@ -12,9 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
-
-from openai.types.responses import ResponseInputItemParam
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from chatkeep.errors import InvalidMessage
 from chatkeep.formats.base import (
@@ -35,7 +33,12 @@ _TEXT_PARTS = ("input_text", "output_text", "text")
 _ROLES = {"user": Role.USER, "system": Role.SYSTEM, "developer": Role.SYSTEM,
           "assistant": Role.ASSISTANT}
 
-ResponsesHistory = History[ResponseInputItemParam]
+if TYPE_CHECKING:  # the SDK's types, for type checkers only: importing it costs start-up
+    from openai.types.responses import ResponseInputItemParam
+
+    ResponsesHistory: TypeAlias = History[ResponseInputItemParam]
+else:
+    ResponsesHistory = History
 
 
 def to_wire(outgoing: Outgoing, info: HistoryInfo) -> ResponsesHistory:
@@ -46,7 +49,7 @@ def to_wire(outgoing: Outgoing, info: HistoryInfo) -> ResponsesHistory:
                                    for role, t in outgoing.leading_messages()]
     for message in outgoing.messages:
         items.extend(message_to_items(message))
-    return History(cast(list[ResponseInputItemParam], items), info)
+    return History(cast("list[ResponseInputItemParam]", items), info)
 
 
 def message_to_items(message: Message) -> list[dict[str, Any]]:

@@ -22,8 +22,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
-import openai
-
 from chatkeep.errors import ModelError
 
 T = TypeVar("T")
@@ -82,7 +80,16 @@ def parse_body(body: bytes, what: str) -> Any:
         raise ModelError(f"{what}: the reply is not JSON") from exc
 
 
+def sdk_error() -> type[Exception]:
+    """The SDK's base error (imported when a call is made: a client exists by then)."""
+    import openai
+
+    return openai.OpenAIError
+
+
 def _retryable(exc: Exception) -> bool:
+    import openai
+
     if isinstance(exc, openai.APIConnectionError):  # timeouts included
         return True
     status = getattr(exc, "status_code", None)
@@ -130,7 +137,7 @@ def call_within(attempt: Callable[[float], bytes], deadline: Deadline, retries: 
         deadline.check(what)
         try:
             return parse_body(attempt(deadline.remaining()), what)
-        except openai.OpenAIError as exc:
+        except sdk_error() as exc:
             time.sleep(_pause_or_raise(exc, tries, retries, deadline, what))
         tries += 1
 
@@ -148,7 +155,7 @@ async def acall_within(attempt: Callable[[float], Awaitable[bytes]], deadline: D
         except TimeoutError:
             deadline.check(what)
             raise  # a timeout of the caller's own, not ours
-        except openai.OpenAIError as exc:
+        except sdk_error() as exc:
             await asyncio.sleep(_pause_or_raise(exc, tries, retries, deadline, what))
         tries += 1
 

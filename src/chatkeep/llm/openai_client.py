@@ -12,8 +12,6 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import openai
-
 from chatkeep.config import LLMConfig
 from chatkeep.errors import ModelError
 from chatkeep.llm.base import Completion
@@ -21,6 +19,7 @@ from chatkeep.llm.deadline import (
     apost_within,
     post_within,
     retries_of,
+    sdk_error,
     supports_deadline,
     total_timeout,
 )
@@ -33,6 +32,8 @@ class OpenAIChatModel:
     def __init__(self, client: Any | None = None, *, base_url: str | None = None,
                  api_key: str | None = None, timeout: float = 30.0, max_retries: int = 2) -> None:
         if client is None:
+            import openai  # here: importing the SDK costs start-up
+
             client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed",
                                    timeout=timeout, max_retries=max_retries)
         self.client = client
@@ -51,7 +52,7 @@ class OpenAIChatModel:
                                            self.max_retries, model), model)
         try:
             response = self.client.chat.completions.create(**kwargs)
-        except (openai.OpenAIError, ValueError) as exc:  # ValueError: a body that is not JSON
+        except (sdk_error(), ValueError) as exc:  # ValueError: a body that is not JSON
             raise ModelError(f"{model}: {type(exc).__name__}: {exc}") from exc
         return _completion(response, model)
 
@@ -62,6 +63,8 @@ class AsyncOpenAIChatModel:
     def __init__(self, client: Any | None = None, *, base_url: str | None = None,
                  api_key: str | None = None, timeout: float = 30.0, max_retries: int = 2) -> None:
         if client is None:
+            import openai  # here: importing the SDK costs start-up
+
             client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "not-needed",
                                         timeout=timeout, max_retries=max_retries)
         self.client = client
@@ -80,7 +83,7 @@ class AsyncOpenAIChatModel:
                                                   self.max_retries, model), model)
         try:
             response = await self.client.chat.completions.create(**kwargs)
-        except (openai.OpenAIError, ValueError) as exc:  # ValueError: a body that is not JSON
+        except (sdk_error(), ValueError) as exc:  # ValueError: a body that is not JSON
             raise ModelError(f"{model}: {type(exc).__name__}: {exc}") from exc
         return _completion(response, model)
 

@@ -11,52 +11,84 @@ deliberate deployment step.
 A database stamped at a revision this chatkeep does not ship (a newer version migrated
 it, then the deploy was rolled back) is never migrated or read on a guess: every step
 here refuses it with a ``StoreError`` naming both revisions (``check_current``).
+
+Alembic is imported only when a migration runs: which revisions ship is read from the
+scripts' own ``revision`` / ``down_revision`` lines, and the database's stamp with one
+query, so a process whose schema is current (every CLI read command) never loads it.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config as AlembicConfig
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, inspect, text
 
 from chatkeep.errors import StoreError
 from chatkeep.store.connections import begin
 from chatkeep.store.schema import metadata
 
+if TYPE_CHECKING:
+    from alembic.config import Config as AlembicConfig
+
 MIGRATIONS = Path(__file__).with_name("migrations")
 SCHEMA_LOCK_KEY = 0x636B_7363  # "cksc": chatkeep schema
+VERSION_TABLE = "alembic_version"
+_LINE = re.compile(r'^(revision|down_revision)\s*(?::[^=]*)?=\s*(?:"([^"]*)"|\'([^\']*)\'|None)',
+                   re.MULTILINE)
 
 
 def alembic_config() -> AlembicConfig:
     """An Alembic config pointing at the shipped scripts (no alembic.ini needed)."""
+    from alembic.config import Config as AlembicConfig
+
     config = AlembicConfig()
     config.set_main_option("script_location", str(MIGRATIONS))
     return config
 
 
+@functools.cache
+def shipped() -> dict[str, str | None]:
+    """Each shipped revision and the one it follows, read from the scripts' own lines
+    (``tests/store/test_migrate.py`` checks this against Alembic's reading)."""
+    chain: dict[str, str | None] = {}
+    for script in sorted((MIGRATIONS / "versions").glob("[0-9]*.py")):
+        found = {m.group(1): m.group(2) or m.group(3) for m in _LINE.finditer(script.read_text())}
+        if found.get("revision"):
+            chain[found["revision"]] = found.get("down_revision")
+    return chain
+
+
 def head_revision() -> str:
     """The newest migration shipped with this version of chatkeep."""
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    assert head is not None
-    return head
+    chain = shipped()
+    heads = set(chain) - {down for down in chain.values() if down}
+    if len(heads) != 1:
+        raise StoreError(f"the shipped migrations have {len(heads)} heads: {sorted(heads)}")
+    return heads.pop()
 
 
-@functools.cache
 def known_revisions() -> frozenset[str]:
     """Every migration shipped with this version of chatkeep."""
-    script = ScriptDirectory.from_config(alembic_config())
-    return frozenset(s.revision for s in script.walk_revisions())
+    return frozenset(shipped())
 
 
 def current(engine: Engine) -> str | None:
     """The revision the database is stamped at (``None`` = never migrated)."""
     with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+        return _stamp_of(conn)
+
+
+def _stamp_of(conn: Connection) -> str | None:
+    """What the version table holds (Alembic's own table, read without Alembic)."""
+    if not inspect(conn).has_table(VERSION_TABLE):
+        return None
+    rows = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()
+    if len(rows) > 1:
+        raise StoreError(f"the database is stamped at several revisions: {sorted(rows)}")
+    return str(rows[0]) if rows else None
 
 
 def check_current(engine: Engine) -> str | None:
@@ -79,15 +111,23 @@ def _check_known(revision: str | None) -> None:
 
 def _stamped(conn: Connection) -> str | None:
     """The revision ``conn``'s database is at, checked by ``_check_known``."""
-    revision = MigrationContext.configure(conn).get_current_revision()
+    revision = _stamp_of(conn)
     _check_known(revision)
     return revision
 
 
 def _run(conn: Connection, action: str, revision: str) -> None:
+    """Alembic's ``action`` to ``revision`` on ``conn``; what Alembic refuses (an unknown
+    revision, say) is a ``StoreError`` saying so."""
+    from alembic import command
+    from alembic.util import CommandError
+
     config = alembic_config()
     config.attributes["connection"] = conn
-    getattr(command, action)(config, revision)
+    try:
+        getattr(command, action)(config, revision)
+    except CommandError as exc:
+        raise StoreError(f"migration: {exc}") from exc
 
 
 def _locked(conn: Connection) -> None:

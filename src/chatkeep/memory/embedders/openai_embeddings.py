@@ -11,13 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import openai
-
 from chatkeep.errors import ConfigError, ModelError
 from chatkeep.llm.deadline import (
     apost_within,
     post_within,
     retries_of,
+    sdk_error,
     supports_deadline,
     total_timeout,
 )
@@ -38,6 +37,8 @@ class OpenAIEmbedder:
         if batch_size <= 0:
             raise ConfigError("batch_size must be positive")
         if client is None:
+            import openai  # here: importing the SDK costs start-up
+
             client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed",
                                    timeout=timeout, max_retries=max_retries)
         self.client: Any = client
@@ -69,7 +70,7 @@ class OpenAIEmbedder:
         try:
             response = self.client.embeddings.create(model=self._model, input=texts,
                                                      encoding_format="float")
-        except openai.OpenAIError as exc:
+        except sdk_error() as exc:
             raise ModelError(f"{self._model}: {type(exc).__name__}: {exc}") from exc
         return vectors_of(response, texts, self._model)
 
@@ -89,6 +90,8 @@ class AsyncOpenAIEmbedder(OpenAIEmbedder):
                  api_key: str | None = None, timeout: float = 30.0, max_retries: int = 2,
                  batch_size: int = DEFAULT_BATCH_SIZE) -> None:
         if client is None:
+            import openai  # here: importing the SDK costs start-up
+
             client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "not-needed",
                                         timeout=timeout, max_retries=max_retries)
         super().__init__(model, client, timeout=timeout, max_retries=max_retries,
@@ -107,7 +110,7 @@ class AsyncOpenAIEmbedder(OpenAIEmbedder):
             try:
                 response = await self.client.embeddings.create(
                     model=self.model, input=batch, encoding_format="float")
-            except openai.OpenAIError as exc:
+            except sdk_error() as exc:
                 raise ModelError(f"{self.model}: {type(exc).__name__}: {exc}") from exc
             vectors += vectors_of(response, batch, self.model)
         if vectors and any(len(v) != len(vectors[0]) for v in vectors):
