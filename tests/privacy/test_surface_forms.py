@@ -560,3 +560,14 @@ def test_find_known_time_grows_linearly(family: str) -> None:
             break
         ratio = min(ratio, growth(vault.find_known, small, large))
     assert ratio <= MAX_RATIO, f"{family}: x10 input took x{ratio:.1f} time"
+
+
+def test_a_match_that_loses_an_overlap_keeps_the_rest_of_its_value() -> None:
+    """The phone pattern reads the card's last group as an international prefix
+    ("00" "04"); the longer card wins the overlap, and the phone's own digits are still
+    redacted (they were left raw: found by the egress property)."""
+    vault = PlaceholderVault()
+    card = vault.placeholder_for("CREDIT_CARD", "5500 0000 0000 0004")
+    phone = vault.placeholder_for("PHONE", "07700 900123")
+    assert REDACTOR.redact("paid 5500 0000 0000 0004 07700 900123 ok", vault) == \
+        f"paid {card} {phone} ok"
