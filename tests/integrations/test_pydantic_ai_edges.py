@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import pytest
 from pydantic import BaseModel
-from pydantic_ai import Agent, AgentRunResultEvent
+from pydantic_ai import Agent, AgentRunResultEvent, DeferredToolRequests, DeferredToolResults
 from pydantic_ai.messages import (
     BinaryContent,
     CachePoint,
@@ -342,6 +342,39 @@ def test_a_placeholder_cut_by_the_first_chunk_is_never_shown_in_halves(
             assert store_result(saved).output == f"Write to {EMAIL} or {EMAIL} soon"
 
     run(scenario())
+
+
+def test_a_paused_run_keeps_the_arguments_the_model_wrote(db_url: str) -> None:
+    """A run paused for an approval outputs its waiting calls as the model wrote them (the
+    tool gets those arguments once approved); only what the user reads is restored."""
+
+    async def scenario(server: FakeOpenAIServer) -> None:
+        async with AsyncChatkeep(db_url, config=PRIVACY, dispatcher="inline") as keep:
+            store = ChatkeepConversationStore(keep, tenant=ORG)
+            agent: Agent[Any, Any] = Agent(chat_model(server),
+                                           output_type=[str, DeferredToolRequests],
+                                           capabilities=[ChatkeepHistory(store)])
+
+            @agent.tool_plain(requires_approval=True)
+            def forget(email: str) -> str:
+                """Erase a contact."""
+                return f"erased {email}"
+
+            server.script(Reply.calls(("c1", "forget", '{"email": "<EMAIL_1>"}')),
+                          Reply.ok("Erased <EMAIL_1>."))
+            paused = await agent.run(f"Forget {EMAIL}", conversation=await store.for_run("d"))
+            assert isinstance(paused.output, DeferredToolRequests)
+            assert paused.output.approvals[0].args_as_dict() == {"email": "<EMAIL_1>"}
+            await store.save(paused)
+            resumed = await agent.run(
+                conversation=await store.for_run("d"),
+                deferred_tool_results=DeferredToolResults(approvals={"c1": True}))
+            assert resumed.output == f"Erased {EMAIL}."
+            await store.save(resumed)
+
+    with FakeOpenAIServer() as server:
+        run(scenario(server))
+        no_raw(received(server), EMAIL)
 
 
 def test_a_restorer_for_the_app_own_stream(db_url: str) -> None:

@@ -29,6 +29,7 @@ from typing import Any, TypeVar, cast
 
 import pydantic
 import pydantic_core
+from pydantic_ai import DeferredToolRequests
 from pydantic_ai.agent import AgentRunResult
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import (
@@ -284,7 +285,8 @@ class ChatkeepConversationStore(ConversationStore):
     async def restore(self, conversation_id: str, value: T, *, scope: Scope = None) -> T:
         """``value`` (a run's output: text, or a structured value) with the real values in
         place of the conversation's placeholders, for the user to see. Only while the
-        conversation's session redacts; unknown or mangled placeholders stay as written."""
+        conversation's session redacts; unknown or mangled placeholders stay as written,
+        and ``DeferredToolRequests`` (calls waiting for a result) as the model wrote them."""
         return await self._run(_restore, self.tenant_for(scope), conversation_id, value)
 
     async def restorer(self, conversation_id: str, *, scope: Scope = None) -> StreamRestorer:
@@ -376,8 +378,8 @@ def _redacting(core: Chatkeep, tenant: Ref, key: str) -> ChatSession | None:
 
 def _restore(core: Chatkeep, tenant: Ref, key: str, value: T) -> T:
     session = _redacting(core, tenant, key)
-    if session is None or value is None:
-        return value
+    if session is None or value is None or isinstance(value, DeferredToolRequests):
+        return value  # a paused run's calls keep the arguments the model wrote
     if isinstance(value, str):
         restored: Any = core.privacy.restore(session, value)
         return cast(T, restored)
