@@ -51,3 +51,24 @@ FRAGMENTS = st.sampled_from(["<EMAIL_1>", "<PHONE_1>", "<\\EMAIL_1>", "<EMAIL_9>
 def test_any_split_restores_as_the_whole_text_does(parts: list[str], cuts: list[int]) -> None:
     text = "".join(parts)
     assert streamed(text, cuts) == restore(text)
+
+
+def test_the_async_keeps_restorer_feeds_without_io(tmp_path: object) -> None:
+    """A restorer built through the async keep must not touch the database while it is
+    fed on the event loop (a lazy reload did: ``MissingGreenlet``)."""
+    import asyncio
+
+    from chatkeep import Ref
+    from chatkeep.aio import AsyncChatkeep
+
+    async def scenario() -> str:
+        url = f"sqlite:///{tmp_path}/chat.db"
+        async with AsyncChatkeep(url, config={"privacy": {"anonymize_pii": True}}) as keep:
+            session = await keep.sessions.create(Ref("org", 1))
+            await session.add_user("write to ana@x.com")
+            await keep.compressor.build_history(session, "")
+            restorer = await keep.privacy.restorer(session)
+            return restorer.feed("Sent to <EMAIL_1> and <EMA") + restorer.feed(
+                "IL_7> too") + restorer.flush()
+
+    assert asyncio.run(scenario()) == "Sent to ana@x.com and <EMAIL_7> too"

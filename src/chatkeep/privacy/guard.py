@@ -128,22 +128,15 @@ class PrivacyGuard:
         return self.restore_stored(session, text)
 
     def restorer(self, session: ChatSession) -> StreamRestorer:
-        """A restorer for ``session``'s streamed output (``feed`` each chunk, ``flush`` at
-        the end): a placeholder split across chunks comes back whole. The mapping is read
-        once, and again when the output names a placeholder it lacks (a later model call
-        of the same run may have added it)."""
+        """A restorer for one streamed model response of ``session`` (``feed`` each
+        chunk, ``flush`` at the end): a placeholder split across chunks comes back whole.
+        The mapping is read here, once: every placeholder a response can name was stored
+        before its request left, so feeding does no I/O (and the async twin's restorer is
+        safe on the event loop). Take a new one for each response of a run."""
         if not self.redacts(session):
             return StreamRestorer(lambda text: text)
-        vault = [self.vault(session)]
-
-        def restore(text: str) -> str:
-            for match in PLACEHOLDER_TOKEN_RE.finditer(text):
-                if not match.group(1) and vault[0].value_for(match.group()) is None:
-                    vault[0] = self.vault(session)
-                    break
-            return self.redactor.restore(text, vault[0])
-
-        return StreamRestorer(restore)
+        vault = self.vault(session)
+        return StreamRestorer(lambda text: self.redactor.restore(text, vault))
 
     def restore_stored(self, session: ChatSession, text: str) -> str:
         """Restore text chatkeep stored in placeholder form (a summary, see ``store_form``):
