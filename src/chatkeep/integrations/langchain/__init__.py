@@ -7,6 +7,8 @@
 * :class:`ChatkeepStore`: a LangGraph ``BaseStore`` over chatkeep's memories, namespaced
   by tenant and scope (see :mod:`chatkeep.integrations.langchain.namespaces`); ``search``
   is chatkeep's hybrid recall, and no operation ever reaches another tenant.
+* :class:`ChatkeepSaver`: a LangGraph checkpointer on chatkeep's store, scoped by tenant;
+  a checkpoint refers to the session's log for its messages (each stored once).
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ except ImportError as exc:  # pragma: no cover - the extra is in the dev set
 
 from chatkeep.integrations.langchain.middleware import ChatkeepMiddleware, Thread
 from chatkeep.integrations.langchain.namespaces import Namespace, namespace_of, parse_namespace
+from chatkeep.integrations.langchain.saver import ChatkeepSaver
 from chatkeep.integrations.langchain.store import ChatkeepStore
 
 __all__ = [
     "ChatkeepMiddleware",
+    "ChatkeepSaver",
     "ChatkeepStore",
     "Namespace",
     "Thread",

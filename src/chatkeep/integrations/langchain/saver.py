@@ -1,0 +1,538 @@
+"""``ChatkeepSaver``: a LangGraph checkpointer on chatkeep's store, scoped by tenant.
+
+A thread's checkpoints live in the thread's chatkeep session (the session named by its
+``thread_id``, the one :class:`~chatkeep.integrations.langchain.ChatkeepMiddleware`
+records into), as integration state in the session's metadata::
+
+    saver = ChatkeepSaver(keep, tenant="organization:7")     # one tenant's threads
+    agent = create_agent(model, tools, middleware=[ChatkeepMiddleware(keep)],
+                         checkpointer=saver)
+
+* **Scoped by tenant, by construction.** A saver is built for one tenant (``tenant=``),
+  or reads each run's tenant from ``config["configurable"]["tenant"]`` (required then:
+  a run without one is ``InvalidArgument``). Either way a checkpoint is found by the
+  session of (tenant, ``thread_id``): two tenants on the same ``thread_id`` are two
+  sessions, and no run can be handed another tenant's state.
+* **Each message stored once.** A channel holding LangChain messages (``messages``) is
+  stored as references into the session's log: runs of the messages the middleware
+  recorded (by their LangChain id, as seq ranges), and inline only what the log does
+  not hold yet (the newest step's output) or holds in another form. A checkpoint's size
+  is then flat in the thread's length. Read back, a message from the log carries its
+  type, id, text, tool calls, tool-call id and name; provider metadata
+  (``response_metadata``, ``usage_metadata``, ``additional_kwargs``) is not kept. Other
+  channels are stored as they are (LangGraph's serializer), once per version.
+* **delete_thread deletes.** It is chatkeep's delete of the thread's session
+  (``keep.sessions.delete``): the conversation, its summary, vault and checkpoints.
+
+``Chatkeep`` serves ``get_tuple`` / ``list`` / ``put`` / ``put_writes`` /
+``delete_thread``; ``AsyncChatkeep`` their ``a*`` twins (the same functions, on its
+bridge).
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import contextlib
+import hashlib
+import json
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from chatkeep.app import Chatkeep
+from chatkeep.errors import ConfigError, InvalidArgument, SessionNotFound
+from chatkeep.integrations.context import named_party
+from chatkeep.integrations.langchain.keeps import check_keep, is_async_keep
+from chatkeep.integrations.langchain.messages import LANGCHAIN_ID
+from chatkeep.messages import Message, Role
+from chatkeep.refs import Ref
+from chatkeep.store.procedures import KEEP_STATE
+from chatkeep.store.rows import SessionRow
+
+if TYPE_CHECKING:
+    from chatkeep.aio import AsyncChatkeep
+
+__all__ = ["ChatkeepSaver"]
+
+#: The session metadata key the checkpoints of a thread are kept under.
+STATE_KEY = "langgraph"
+#: The serializer type of a messages channel stored as references into the log.
+LOG_TYPE = "chatkeep-log"
+#: Sessions whose log index a saver keeps (an LRU).
+LOGS_KEPT = 256
+#: Sessions read per page when ``list`` runs over all of a tenant's threads.
+PAGE = 100
+
+
+@dataclass(frozen=True, slots=True)
+class _Parties:
+    tenant: Ref
+    actor: Ref | None
+    subject: Ref | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Log:
+    """The LangChain-recorded messages of a session, in seq order: each one's seq, its
+    LangChain id and a fingerprint of what it reads back as (never its text)."""
+
+    through: int
+    seqs: tuple[int, ...]
+    fingerprints: tuple[str, ...]
+    positions: Mapping[str, int]
+
+
+class ChatkeepSaver(BaseCheckpointSaver[int]):
+    """LangGraph's ``BaseCheckpointSaver`` on chatkeep's store (see the module docstring).
+
+    ``keep``: a ``Chatkeep`` (sync methods) or an ``AsyncChatkeep`` (``a*`` methods).
+    ``tenant``: the one tenant this saver reads and writes; ``None`` reads it from each
+    run's ``config["configurable"]["tenant"]`` (a run naming none is refused). A
+    configured tenant and another in the config: ``InvalidArgument``. ``actor`` and
+    ``subject`` (fixed, or from the config's ``actor`` / ``subject``) are what a thread's
+    session is created with when the checkpointer opens it first: the same as the
+    middleware's.
+    """
+
+    def __init__(self, keep: Chatkeep | AsyncChatkeep, *, tenant: Ref | str | None = None,
+                 actor: Ref | str | None = None, subject: Ref | str | None = None,
+                 serde: SerializerProtocol | None = None) -> None:
+        super().__init__(serde=serde)
+        self.keep = check_keep(keep, "ChatkeepSaver")
+        self.tenant = None if tenant is None else Ref.coerce(tenant)
+        self.actor = None if actor is None else Ref.coerce(actor)
+        self.subject = None if subject is None else Ref.coerce(subject)
+        self._logs: OrderedDict[str, _Log] = OrderedDict()
+
+    def scoped(self, tenant: Ref | str) -> ChatkeepSaver:
+        """This saver for one tenant (what ``delete_thread``, which gets no config, needs
+        when the tenant comes from each run's config)."""
+        saver = ChatkeepSaver(self.keep, tenant=tenant, actor=self.actor,
+                              subject=self.subject, serde=self.serde)
+        saver._logs = self._logs
+        return saver
+
+    # -- whose thread ---------------------------------------------------------------------
+
+    def _parties(self, config: RunnableConfig | None) -> _Parties:
+        configurable = (config or {}).get("configurable") or {}
+        named = named_party(configurable, "tenant")
+        if self.tenant is not None and named is not None and named != self.tenant:
+            raise InvalidArgument(f"the run's config names tenant {named}, and this "
+                                  f"ChatkeepSaver is for {self.tenant}")
+        tenant = self.tenant or named
+        if tenant is None:
+            raise InvalidArgument("no tenant for this checkpoint: build the ChatkeepSaver "
+                                  "with tenant=, or run with config={'configurable': "
+                                  "{'thread_id': ..., 'tenant': ...}}")
+        return _Parties(tenant, self.actor or named_party(configurable, "actor"),
+                        self.subject or named_party(configurable, "subject"))
+
+    def _sync(self) -> Chatkeep:
+        if not isinstance(self.keep, Chatkeep):
+            raise ConfigError("this ChatkeepSaver holds an AsyncChatkeep: run the graph "
+                              "with ainvoke / astream, or give it a Chatkeep")
+        return self.keep
+
+    async def _run(self, fn: Any, *args: Any) -> Any:
+        if not is_async_keep(self.keep):
+            raise ConfigError("this ChatkeepSaver holds a Chatkeep: run the graph with "
+                              "invoke / stream, or give it an AsyncChatkeep")
+        core = await self.keep.core()
+        return await self.keep.run(fn, core, *args)
+
+    # -- sync -----------------------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint ``config`` names (its ``checkpoint_id``, else the newest)."""
+        return self._get(self._sync(), self._parties(config), config)
+
+    def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+             before: RunnableConfig | None = None,
+             limit: int | None = None) -> Iterator[CheckpointTuple]:
+        """The tenant's checkpoints, newest first (of one thread when ``config`` names
+        one; ``filter`` matches metadata, ``before`` a checkpoint id)."""
+        yield from self._list(self._sync(), self._parties(config), config, filter, before,
+                              limit)
+
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint,
+            metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
+        """Store a checkpoint in its thread's session (created on first use)."""
+        return self._put(self._sync(), self._parties(config), config, checkpoint, metadata,
+                         new_versions)
+
+    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
+                   task_id: str, task_path: str = "") -> None:
+        """Store a task's pending writes beside its checkpoint."""
+        self._put_writes(self._sync(), self._parties(config), config, writes, task_id,
+                         task_path)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread's session through chatkeep's delete (a missing one: no-op)."""
+        self._delete(self._sync(), self._parties(None), thread_id)
+
+    # -- async ----------------------------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Async twin of :meth:`get_tuple`."""
+        found: CheckpointTuple | None = await self._run(self._get, self._parties(config),
+                                                        config)
+        return found
+
+    async def alist(self, config: RunnableConfig | None, *,
+                    filter: dict[str, Any] | None = None,
+                    before: RunnableConfig | None = None,
+                    limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
+        """Async twin of :meth:`list`."""
+        found = await self._run(lambda core, *a: list(self._list(core, *a)),
+                                self._parties(config), config, filter, before, limit)
+        for item in found:
+            yield item
+
+    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint,
+                   metadata: CheckpointMetadata,
+                   new_versions: ChannelVersions) -> RunnableConfig:
+        """Async twin of :meth:`put`."""
+        stored: RunnableConfig = await self._run(self._put, self._parties(config), config,
+                                                 checkpoint, metadata, new_versions)
+        return stored
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
+                          task_id: str, task_path: str = "") -> None:
+        """Async twin of :meth:`put_writes`."""
+        await self._run(self._put_writes, self._parties(config), config, writes, task_id,
+                        task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async twin of :meth:`delete_thread`."""
+        await self._run(self._delete, self._parties(None), thread_id)
+
+    # -- the flow, over the sync core ----------------------------------------------------
+
+    def _get(self, core: Chatkeep, parties: _Parties,
+             config: RunnableConfig) -> CheckpointTuple | None:
+        configurable = config["configurable"]
+        row = core.repository.find_session(str(configurable["thread_id"]),
+                                                    parties.tenant)
+        if row is None:
+            return None
+        space = _spaces(row).get(str(configurable.get("checkpoint_ns", "")))
+        if not space:
+            return None
+        wanted = get_checkpoint_id(config)
+        if wanted is None:
+            wanted = max(space["cp"], default=None)
+        if wanted is None or wanted not in space["cp"]:
+            return None
+        ns = str(configurable.get("checkpoint_ns", ""))
+        return self._tuple(core, row, ns, space, wanted)
+
+    def _list(self, core: Chatkeep, parties: _Parties, config: RunnableConfig | None,
+              filter: dict[str, Any] | None, before: RunnableConfig | None,
+              limit: int | None) -> Iterator[CheckpointTuple]:
+        configurable = (config or {}).get("configurable") or {}
+        rows = self._rows(core, parties, configurable.get("thread_id"))
+        wanted_ns = configurable.get("checkpoint_ns")
+        wanted_id = configurable.get("checkpoint_id")
+        before_id = get_checkpoint_id(before) if before else None
+        left = limit
+        for row in rows:
+            for ns, space in _spaces(row).items():
+                if wanted_ns is not None and ns != wanted_ns:
+                    continue
+                for checkpoint_id in sorted(space["cp"], reverse=True):
+                    if wanted_id and checkpoint_id != wanted_id:
+                        continue
+                    if before_id and checkpoint_id >= before_id:
+                        continue
+                    if filter:
+                        metadata = self._load(space["cp"][checkpoint_id]["m"])
+                        if not all(metadata.get(k) == v for k, v in filter.items()):
+                            continue
+                    if left is not None:
+                        if left <= 0:
+                            return
+                        left -= 1
+                    yield self._tuple(core, row, ns, space, checkpoint_id)
+
+    def _rows(self, core: Chatkeep, parties: _Parties, thread_id: Any) -> Iterator[SessionRow]:
+        repository = core.repository
+        if thread_id is not None:
+            row = repository.find_session(str(thread_id), parties.tenant)
+            if row is not None:
+                yield row
+            return
+        before = None
+        while True:
+            page = repository.list_sessions(parties.tenant, before=before, limit=PAGE)
+            yield from (row for row in page if row.key is not None and _spaces(row))
+            if len(page) < PAGE:
+                return
+            before = page[-1].last_message_at
+
+    def _put(self, core: Chatkeep, parties: _Parties, config: RunnableConfig,
+             checkpoint: Checkpoint, metadata: CheckpointMetadata,
+             new_versions: ChannelVersions) -> RunnableConfig:
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        ns = str(configurable.get("checkpoint_ns", ""))
+        session = core.sessions.open(thread_id, parties.tenant, parties.actor,
+                                     parties.subject)
+        saved: dict[str, Any] = dict(checkpoint)
+        values: dict[str, Any] = saved.pop("channel_values")
+        blobs = {_blob_key(channel, version): self._blob(core, session.id, values, channel)
+                 for channel, version in new_versions.items()}
+        entry = {"c": self._dump(saved),
+                 "m": self._dump(get_checkpoint_metadata(config, metadata)),
+                 "p": configurable.get("checkpoint_id")}
+
+        def decide(state: dict[str, Any] | None) -> dict[str, Any]:
+            spaces = dict((state or {}).get("ns") or {})
+            space = _space(spaces.get(ns))
+            space["cp"][checkpoint["id"]] = entry
+            space["b"].update(blobs)
+            spaces[ns] = space
+            return {"ns": spaces}
+
+        core.repository.swap_state(session.id, STATE_KEY, decide)
+        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
+                                 "checkpoint_id": checkpoint["id"]}}
+
+    def _put_writes(self, core: Chatkeep, parties: _Parties, config: RunnableConfig,
+                    writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> None:
+        configurable = config["configurable"]
+        ns = str(configurable.get("checkpoint_ns", ""))
+        checkpoint_id = str(configurable["checkpoint_id"])
+        session = core.sessions.open(str(configurable["thread_id"]), parties.tenant,
+                                     parties.actor, parties.subject)
+        dumped = [(WRITES_IDX_MAP.get(channel, index), channel, self._dump(value))
+                  for index, (channel, value) in enumerate(writes)]
+
+        def decide(state: dict[str, Any] | None) -> Any:
+            spaces = dict((state or {}).get("ns") or {})
+            space = _space(spaces.get(ns))
+            stored = {(w[0], w[1]): w for w in space["w"].get(checkpoint_id, [])}
+            changed = False
+            for index, channel, value in dumped:
+                key = (task_id, index)
+                if index >= 0 and key in stored:
+                    continue  # a task's regular writes are stored once
+                stored[key] = [task_id, index, channel, value, task_path]
+                changed = True
+            if not changed:
+                return KEEP_STATE
+            space["w"][checkpoint_id] = list(stored.values())
+            spaces[ns] = space
+            return {"ns": spaces}
+
+        core.repository.swap_state(session.id, STATE_KEY, decide)
+
+    def _delete(self, core: Chatkeep, parties: _Parties, thread_id: str) -> None:
+        row = core.repository.find_session(str(thread_id), parties.tenant)
+        if row is None:
+            return
+        with contextlib.suppress(SessionNotFound):  # deleted meanwhile: nothing left
+            core.sessions.delete(row.id, parties.tenant, by="langgraph.delete_thread")
+        self._logs.pop(row.id, None)
+
+    # -- one checkpoint ------------------------------------------------------------------
+
+    def _tuple(self, core: Chatkeep, row: SessionRow, ns: str, space: dict[str, Any],
+               checkpoint_id: str) -> CheckpointTuple:
+        entry = space["cp"][checkpoint_id]
+        checkpoint = self._load(entry["c"])
+        values: dict[str, Any] = {}
+        for channel, version in checkpoint["channel_versions"].items():
+            blob = space["b"].get(_blob_key(channel, version))
+            if blob is None or blob[0] == "empty":
+                continue
+            values[channel] = self._read_log(core, row.id, blob[1]) if blob[0] == LOG_TYPE \
+                else self._load(blob)
+        writes = sorted(space["w"].get(checkpoint_id, []),
+                        key=lambda w: (w[4], w[0], w[1]))
+        thread = {"thread_id": row.key, "checkpoint_ns": ns}
+        parent = entry.get("p")
+        return CheckpointTuple(
+            config={"configurable": {**thread, "checkpoint_id": checkpoint_id}},
+            checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
+            metadata=self._load(entry["m"]),
+            parent_config={"configurable": {**thread, "checkpoint_id": parent}}
+            if parent else None,
+            pending_writes=[(w[0], w[2], self._load(w[3])) for w in writes])
+
+    def _dump(self, value: Any) -> builtins.list[str]:
+        kind, data = self.serde.dumps_typed(value)
+        return [kind, base64.b64encode(data).decode("ascii")]
+
+    def _load(self, dumped: Sequence[str]) -> Any:
+        return self.serde.loads_typed((dumped[0], base64.b64decode(dumped[1])))
+
+    def _blob(self, core: Chatkeep, session_id: str, values: Mapping[str, Any],
+              channel: str) -> builtins.list[str]:
+        if channel not in values:
+            return ["empty", ""]
+        value = values[channel]
+        if isinstance(value, list) and value and all(isinstance(m, BaseMessage)
+                                                     for m in value):
+            return [LOG_TYPE, json.dumps(self._refer(core, session_id, value),
+                                         separators=(",", ":"))]
+        return self._dump(value)
+
+    # -- a messages channel as references into the session's log ------------------------
+
+    def _log(self, core: Chatkeep, session_id: str) -> _Log:
+        """The session's recorded LangChain messages, read since the last call."""
+        known = self._logs.get(session_id) or _Log(0, (), (), {})
+        fresh = core.repository.read_messages(session_id, after_seq=known.through)
+        if fresh:
+            seqs, prints = list(known.seqs), list(known.fingerprints)
+            positions = dict(known.positions)
+            for message in fresh:
+                rebuilt = _rebuilt(message)
+                if rebuilt is None or rebuilt.id is None:
+                    continue
+                positions[rebuilt.id] = len(seqs)
+                seqs.append(message.seq)
+                prints.append(_fingerprint(rebuilt) or "")
+            known = _Log(fresh[-1].seq, tuple(seqs), tuple(prints), positions)
+        self._logs[session_id] = known
+        self._logs.move_to_end(session_id)
+        while len(self._logs) > LOGS_KEPT:
+            self._logs.popitem(last=False)
+        return known
+
+    def _refer(self, core: Chatkeep, session_id: str,
+               messages: Sequence[BaseMessage]) -> builtins.list[Any]:
+        """``messages`` as parts: ``[from_seq, through_seq]`` for a run of logged messages
+        that read back as they are, ``{"inline": ...}`` for the others (serialized)."""
+        log = self._log(core, session_id)
+        parts: builtins.list[Any] = []
+        run: builtins.list[int] | None = None
+        inline: builtins.list[BaseMessage] = []
+
+        def close() -> None:
+            nonlocal run
+            if run is not None:
+                parts.append([log.seqs[run[0]], log.seqs[run[1]]])
+                run = None
+            if inline:
+                parts.append({"inline": self._dump(list(inline))})
+                inline.clear()
+
+        for message in messages:
+            position = log.positions.get(message.id) if message.id else None
+            if position is not None and log.fingerprints[position] == _fingerprint(message):
+                if run is not None and position == run[1] + 1 and not inline:
+                    run[1] = position
+                else:
+                    close()
+                    run = [position, position]
+            else:
+                if run is not None:
+                    close()
+                inline.append(message)
+        close()
+        return parts
+
+    def _read_log(self, core: Chatkeep, session_id: str, text: str) -> builtins.list[BaseMessage]:
+        parts = json.loads(text)
+        ranges = [p for p in parts if isinstance(p, list)]
+        logged: dict[int, BaseMessage] = {}
+        if ranges:
+            low, high = min(r[0] for r in ranges), max(r[1] for r in ranges)
+            for message in core.repository.read_messages(
+                    session_id, after_seq=low - 1, through_seq=high):
+                rebuilt = _rebuilt(message)
+                if rebuilt is not None:
+                    logged[message.seq] = rebuilt
+        out: builtins.list[BaseMessage] = []
+        for part in parts:
+            if isinstance(part, list):
+                out.extend(m for seq, m in sorted(logged.items())
+                           if part[0] <= seq <= part[1])
+            else:
+                out.extend(self._load(part["inline"]))
+        return out
+
+
+def _spaces(row: SessionRow) -> dict[str, dict[str, Any]]:
+    state = (row.metadata or {}).get(STATE_KEY)
+    spaces = state.get("ns") if isinstance(state, dict) else None
+    return {ns: _space(s) for ns, s in spaces.items()} if isinstance(spaces, dict) else {}
+
+
+def _space(stored: Any) -> dict[str, Any]:
+    stored = stored if isinstance(stored, dict) else {}
+    return {"cp": dict(stored.get("cp") or {}), "w": dict(stored.get("w") or {}),
+            "b": dict(stored.get("b") or {})}
+
+
+def _blob_key(channel: str, version: Any) -> str:
+    return json.dumps([channel, version], separators=(",", ":"))
+
+
+def _rebuilt(message: Message) -> BaseMessage | None:
+    """A recorded message as the LangChain message it reads back as (``None``: it was
+    not recorded from a LangGraph thread)."""
+    lc_id = message.metadata.get(LANGCHAIN_ID)
+    if not isinstance(lc_id, str):
+        return None
+    text = message.content or ""
+    if message.role is Role.USER:
+        return HumanMessage(content=text, id=lc_id, name=message.name)
+    if message.role is Role.SYSTEM:
+        return SystemMessage(content=text, id=lc_id, name=message.name)
+    if message.role is Role.TOOL:
+        return ToolMessage(content=text, tool_call_id=message.tool_call_id or "", id=lc_id,
+                           name=message.name)
+    calls = []
+    for call in message.tool_calls:
+        try:
+            args = json.loads(call.arguments)
+        except ValueError:
+            args = None
+        calls.append({"name": call.name, "args": args if isinstance(args, dict) else {},
+                      "id": call.id, "type": "tool_call"})
+    return AIMessage(content=text, id=lc_id, name=message.name, tool_calls=calls)
+
+
+def _fingerprint(message: BaseMessage) -> str | None:
+    """A digest of what a message reads back as from the log; ``None`` for one the log
+    cannot give back whole (content blocks, an artifact, an error status, invalid calls)."""
+    if not isinstance(message.content, str):
+        return None
+    shape: list[Any] = [message.type, message.id, message.content, message.name]
+    if isinstance(message, AIMessage):
+        if message.invalid_tool_calls:
+            return None
+        shape.append([[c["id"], c["name"], c["args"]] for c in message.tool_calls])
+    elif isinstance(message, ToolMessage):
+        if message.artifact is not None or message.status != "success":
+            return None
+        shape.append(message.tool_call_id)
+    elif not isinstance(message, HumanMessage | SystemMessage):
+        return None
+    text = json.dumps(shape, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
