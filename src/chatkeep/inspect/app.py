@@ -23,7 +23,15 @@ from chatkeep.config import Config
 from chatkeep.errors import ChatkeepError
 from chatkeep.inspect.context import STATIC, Inspector
 from chatkeep.inspect.readonly import open_read_only
-from chatkeep.inspect.routes import memories, privacy, session, sessions, summary, usage
+from chatkeep.inspect.routes import (
+    lifecycle,
+    memories,
+    privacy,
+    session,
+    sessions,
+    summary,
+    usage,
+)
 from chatkeep.inspect.security import AccessGuard, allowed_hosts, require_token
 from chatkeep.inspect.settings import load_settings
 from chatkeep.memory.embedders import Embedder
@@ -67,7 +75,7 @@ def create_app(inspector: Inspector, *, host: str = "127.0.0.1",
     beyond loopback without a token (see ``security.require_token``)."""
     require_token(host, token)
     routes = [Route("/", _home), *sessions.ROUTES, *session.ROUTES, *summary.ROUTES,
-              *privacy.ROUTES, *memories.ROUTES, *usage.ROUTES,
+              *privacy.ROUTES, *memories.ROUTES, *usage.ROUTES, *lifecycle.ROUTES,
               Mount("/static", StaticFiles(directory=str(STATIC)), name="static")]
     app = Starlette(routes=routes, exception_handlers={
         HTTPException: _http_error,

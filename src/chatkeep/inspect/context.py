@@ -23,6 +23,7 @@ from chatkeep.inspect.masking import Masker, masker_for, split_placeholders
 from chatkeep.inspect.settings import DEFAULT
 from chatkeep.refs import Ref
 from chatkeep.sessions import ChatSession
+from chatkeep.store.lifecycle import HoldRow
 from chatkeep.store.rows import SessionRow
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -99,6 +100,10 @@ class Inspector:
         a revealed page's shows them as stored). ``""`` for what the session lacks."""
         shown = masker if masker is not None else self.masker(row.pii_vault)
         return shown.text(row.key), shown.text(row.title)
+
+    def holds_on(self, row: SessionRow) -> list[HoldRow]:
+        """The active legal holds covering the session of ``row`` (the header shows them)."""
+        return self.keep.lifecycle.list_holds(row.tenant, session_id=row.id)
 
     def tenant_filter(self, request: Request) -> Ref | None:
         """The ``tenant`` parameter, within the confinement: a confined inspector reads
