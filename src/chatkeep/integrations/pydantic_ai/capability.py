@@ -20,6 +20,7 @@ wrote them, in placeholders.
 from __future__ import annotations
 
 import dataclasses
+from collections import OrderedDict
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from typing import Any
 
@@ -45,6 +46,8 @@ from chatkeep.privacy.streaming import StreamRestorer
 from chatkeep.refs import Ref
 
 Tenant = Ref | Callable[[RunContext[Any]], Ref | None] | None
+#: Restores kept for runs' current steps (one mapping read per model request).
+_RESTORES_KEPT = 256
 
 __all__ = ["ChatkeepHistory"]
 
@@ -72,6 +75,8 @@ class ChatkeepHistory(AbstractCapability[Any]):
     tenant: Tenant = None
     on_request: Callable[[PreparedRequest], None] | None = None
     restore_output: bool = True
+    _restores: OrderedDict[tuple[str | None, int, str], Callable[[str], str]] = \
+        dataclasses.field(default_factory=OrderedDict, init=False, repr=False, compare=False)
 
     async def before_model_request(self, ctx: RunContext[Any],
                                    request_context: ModelRequestContext) -> ModelRequestContext:
@@ -103,7 +108,21 @@ class ChatkeepHistory(AbstractCapability[Any]):
         """The run's output with the user's real values (``restore_output``)."""
         if not self.restore_output or not ctx.conversation_id:
             return output
+        if isinstance(output, str):  # streamed text output is validated at every step
+            return (await self.restoring(ctx))(output)
         return await self.store.restore(ctx.conversation_id, output, scope=self.tenant_of(ctx))
+
+    async def restoring(self, ctx: RunContext[Any]) -> Callable[[str], str]:
+        """The conversation's whole-text restore for the run's current step, its mapping
+        read once per model request (what that request's response can name)."""
+        key = (ctx.run_id, ctx.run_step, ctx.conversation_id or "")
+        found = self._restores.get(key)
+        if found is None:
+            found = self._restores[key] = await self.store.restoring(
+                key[2], scope=self.tenant_of(ctx))
+            while len(self._restores) > _RESTORES_KEPT:
+                self._restores.popitem(last=False)
+        return found
 
     @property
     def has_wrap_run_event_stream(self) -> bool:
@@ -160,8 +179,7 @@ class _TextRestoring:
     async def restore(self) -> Callable[[str], str]:
         """The conversation's restore, its mapping read once (the request was sent)."""
         if self._restore is None:
-            self._restore = await self.history.store.restoring(
-                self.ctx.conversation_id or "", scope=self.history.tenant_of(self.ctx))
+            self._restore = await self.history.restoring(self.ctx)
         return self._restore
 
     async def events(self, event: AgentStreamEvent) -> AsyncIterator[AgentStreamEvent]:
