@@ -323,11 +323,12 @@ def test_the_cli_refuses_a_crafted_dump_in_its_own_words(tmp_path: Path,
                                                          items: list[Item]) -> None:
     path = tmp_path / "cut.jsonl"
     path.write_bytes(cut(sealed(items))["no trailer"])
-    url = f"sqlite:///{tmp_path / 'c.db'}"
-    result = runner.invoke(app, ["import", str(path), "--db", url])
+    db = tmp_path / "c.db"
+    result = runner.invoke(app, ["import", str(path), "--db", f"sqlite:///{db}"])
     assert result.exit_code == 1
     assert "InvalidDump" in result.output and "cut short" in result.output
     assert "unexpected" not in result.output
+    assert not db.exists()  # checked before the database is opened, so none is created
 
 
 # -- writing a dump ----------------------------------------------------------------------

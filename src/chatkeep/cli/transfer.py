@@ -26,7 +26,14 @@ from chatkeep.cli.common import (
     require_ref,
 )
 from chatkeep.importing import import_messages, read_jsonl
-from chatkeep.store.dump import FORMAT, dump_lines, restore_file, write_dump, write_lines
+from chatkeep.store.dump import (
+    FORMAT,
+    check_file,
+    dump_lines,
+    restore_file,
+    write_dump,
+    write_lines,
+)
 from chatkeep.store.migrate import head_revision
 
 
@@ -79,9 +86,14 @@ def import_file(file: Annotated[Path, typer.Argument(
         if tenant or actor or subject or title:
             fail("a dump carries its own tenants and sessions: --tenant, --actor, "
                  "--subject and --title do not apply")
-        with open_keep(db) as keep, err_console.status("checking") as status:
-            counts = restore_file(keep.engine, file, head_revision(),
-                                  lambda stage, n: status.update(f"{stage}: {n:,} rows"))
+        with err_console.status("checking") as status:
+            def progress(stage: str, rows: int) -> None:
+                status.update(f"{stage}: {rows:,} rows")
+
+            # Checked in full before the database is even opened (or created).
+            checked = check_file(file, head_revision(), progress)
+            with open_keep(db) as keep:
+                counts = restore_file(keep.engine, checked, head_revision(), progress)
         console.print("restored " + ", ".join(f"{n:,} {name}" for name, n in counts.items()))
         return
     if tenant is None:

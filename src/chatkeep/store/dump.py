@@ -57,7 +57,8 @@ from chatkeep.store.dump_format import (
 )
 from chatkeep.store.schema import chat_sessions, ref_filter
 
-__all__ = ["FORMAT", "TABLES", "dump_lines", "restore_file", "restore_lines", "write_dump"]
+__all__ = ["FORMAT", "TABLES", "CheckedDump", "check_file", "dump_lines", "restore_file",
+           "restore_lines", "write_dump", "write_lines"]
 
 BATCH = 1000
 """Rows fetched per round trip on export, and inserted per ``executemany`` on import."""
@@ -225,21 +226,42 @@ class _Checked:
     digest: str
 
 
-def restore_file(engine: Engine, path: str | Path, schema: str,
-                 progress: Progress | None = None) -> dict[str, int]:
-    """Restore the dump at ``path``: every line is checked first (nothing is written
-    when any is refused), then the rows are inserted in one transaction. Returns the
-    rows restored per table."""
-    def read() -> Iterator[bytes]:
-        try:
-            with Path(path).open("rb") as file:
-                yield from file
-        except OSError as exc:
-            raise InvalidDump(f"cannot read {path}: {exc.strerror or exc}") from None
+@dataclass(frozen=True, slots=True)
+class CheckedDump:
+    """A dump file read and checked in full (:func:`check_file`): what it needs the
+    database not to hold, and its digest (the second reading must match it)."""
 
-    checked = _check(read(), schema, progress)
+    path: Path
+    claims: Claims
+    digest: str
+
+
+def _read(path: Path) -> Iterator[bytes]:
+    try:
+        with path.open("rb") as file:
+            yield from file
+    except OSError as exc:
+        raise InvalidDump(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def check_file(path: str | Path, schema: str,
+               progress: Progress | None = None) -> CheckedDump:
+    """Read the dump at ``path`` and check every line (trailer, values, ownership),
+    without a database: ``InvalidDump`` names the first problem."""
+    checked = _check(_read(Path(path)), schema, progress)
+    return CheckedDump(Path(path), checked.claims, checked.digest)
+
+
+def restore_file(engine: Engine, path: str | Path | CheckedDump, schema: str,
+                 progress: Progress | None = None) -> dict[str, int]:
+    """Restore the dump at ``path`` (or one :func:`check_file` has checked): every line
+    is checked first and the database asked whether it holds any of the dump's
+    sessions or tenants (nothing is written when any is refused), then the rows are
+    inserted in one transaction. Returns the rows restored per table."""
+    checked = path if isinstance(path, CheckedDump) else check_file(path, schema, progress)
     _refuse_held(engine, checked.claims)
-    return _write(engine, read(), schema, progress, checked)
+    return _write(engine, _read(checked.path), schema, progress,
+                  _Checked(checked.claims, checked.digest))
 
 
 def restore_lines(engine: Engine, lines: Iterable[str | bytes], schema: str,
