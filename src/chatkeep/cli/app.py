@@ -15,6 +15,7 @@ from chatkeep.cli.lifecycle import delete_session, erase, holds_app, retention_a
 from chatkeep.cli.memories import memories_app, sweep
 from chatkeep.cli.privacy import privacy_app
 from chatkeep.cli.sessions import history, sessions_app, usage
+from chatkeep.cli.tenants import tenants
 from chatkeep.cli.transfer import export, import_file
 
 app = typer.Typer(help="chatkeep: durable multi-tenant chat sessions within a token budget.",
@@ -26,6 +27,7 @@ app.command()(history)
 app.command("import")(import_file)
 app.command("export")(export)
 app.command()(usage)
+app.command()(tenants)
 app.add_typer(db_app, name="db")
 app.command()(sweep)
 app.add_typer(memories_app, name="memories")

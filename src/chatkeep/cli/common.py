@@ -330,13 +330,28 @@ def reflow(text: str | None) -> str | None:
 
 
 def reflow_help(command: Any) -> None:
-    """Reflow ``command``'s help and its options' and subcommands' (recursively)."""
+    """Reflow ``command``'s help and its options' and subcommands' (recursively). A flag
+    shows no metavar: ``--json`` takes no value, so ``<bool>`` beside it misleads."""
     command.help = reflow(command.help)
     for param in getattr(command, "params", ()):
         if getattr(param, "help", None):
             param.help = reflow(param.help)
+        _no_flag_metavar(param)
+    if callable(getattr(command, "get_help_option", None)):
+        command.get_help_option = _help_option_of(command.get_help_option)
     for sub in getattr(command, "commands", {}).values():
         reflow_help(sub)
+
+
+def _no_flag_metavar(param: Any) -> Any:
+    if param is not None and getattr(param, "is_flag", False) and param.metavar is None:
+        param.metavar = ""
+    return param
+
+
+def _help_option_of(made: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``--help`` (built by Click per context) without a metavar, as every flag."""
+    return lambda ctx: _no_flag_metavar(made(ctx))
 
 
 class ChatkeepGroup(TyperGroup):
@@ -349,6 +364,11 @@ class ChatkeepGroup(TyperGroup):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         reflow_help(self)
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        """The root's options, flags without a metavar (Typer adds its completion flags
+        after the group is built)."""
+        return [_no_flag_metavar(param) for param in super().get_params(ctx)]
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         """Parse the root's options after moving a trailing ``-v`` in front."""

@@ -22,6 +22,7 @@ from chatkeep.cli.common import (
     open_keep,
     safe,
 )
+from chatkeep.history.summary import StructuredSummary
 from chatkeep.importing import ImportedMessage, append_all, parse_lines
 from chatkeep.messages import Role
 from chatkeep.refs import Ref
@@ -72,6 +73,7 @@ def demo(db: DbOption = DEMO_DB,
                 return
             turns += 1
             before = session.summary_watermark
+            kept = session.structured_summary
             history = keep.compressor.build_history(session, DEMO_SYSTEM_PROMPT)
             fired = session.summary_watermark != before
             flag = ("  [green]compressed[/green]" if fired else "") + (
@@ -81,10 +83,10 @@ def demo(db: DbOption = DEMO_DB,
                           f"{history.tokens:>8} / {budget:<12}  {session.summary_watermark:>9}"
                           + flag)
             if fired:
-                excerpt = (session.summary or "").replace("\n", " ")
                 console.print(f"      [dim]summary v{session.row.summary_version} now covers "
-                              f"seq 1-{session.summary_watermark}, ending: "
-                              f"…{safe(excerpt[-160:])}[/dim]")
+                              f"seq 1-{session.summary_watermark} (this fold: seq "
+                              f"{before + 1}-{session.summary_watermark}); "
+                              f"{safe(_what_changed(kept, session.structured_summary))}[/dim]")
 
         append_all(session, messages, after_append)
         console.print(Panel(safe((session.summary or "")
@@ -95,9 +97,30 @@ def demo(db: DbOption = DEMO_DB,
         console.print(f"{stored} messages stored, none deleted; the next call replays "
                       f"{len(session.messages_after(session.summary_watermark))} after the "
                       "watermark.")
-        # One line, never wrapped, no markup: it is meant to be copied and pasted.
+        # One line each, never wrapped, no markup: they are meant to be copied and pasted.
+        console.print(f"Tenant: {session.tenant} (every command that lists takes --tenant "
+                      f"{session.tenant})", soft_wrap=True, markup=False, highlight=False)
         console.print(f"Inspect: chatkeep sessions show {session.id}{_db_argument(db)}",
                       soft_wrap=True, markup=False, highlight=False)
+        console.print(f"List: chatkeep sessions list --tenant {session.tenant}"
+                      f"{_db_argument(db)}", soft_wrap=True, markup=False, highlight=False)
+
+
+def _what_changed(before: StructuredSummary | None, after: StructuredSummary | None) -> str:
+    """What a fold added to the summary, newest first, in one short line: its new items
+    (or outline lines), so two folds never read the same."""
+    if after is None:
+        return "the summary is empty"
+    old_ids = {i.id for i in before.items} if before else set()
+    old_lines = set(before.narrative.splitlines()) if before else set()
+    added = [i.text for i in after.items if i.id not in old_ids]
+    added += [ln.strip() for ln in after.narrative.splitlines()
+              if ln.strip() and ln not in old_lines]
+    if not added:
+        return "no new items (the fold only refreshed what the summary held)"
+    newest = " ".join(added[-1].split())
+    shown = newest if len(newest) <= 120 else newest[:119].rstrip() + "…"
+    return f"added {len(added)}, newest: {shown}" if len(added) > 1 else f"added: {shown}"
 
 
 def _db_argument(db: str) -> str:

@@ -5,6 +5,7 @@ None of them creates a database: a missing SQLite file is an error naming it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from enum import StrEnum
@@ -84,15 +85,23 @@ def list_sessions(tenant: Annotated[str, typer.Option(help="Tenant as TYPE:ID.",
             console.print(f"no sessions for {safe(tenant_ref)}")
             return
         ids = short_ids((s.id for s in rows), wide=wide)
-        columns = [("id", "id"), ("key", "text"), ("actor", "text")]
-        if wide:
-            columns += [("subject", "text"), ("watermark", "number")]
+        # The title is a conversation's human label. At 80 columns one wrapped column
+        # holds it, with the key and the actor (dim) under it: three text columns side by
+        # side left each a word or two a line.
+        columns = [("id", "id"), ("title", "text"), ("key", "text"), ("actor", "text"),
+                   ("subject", "text"), ("watermark", "number")] if wide else \
+            [("id", "id"), ("session", "text")]
         grid = table(*columns, ("messages", "number"), ("tokens", "number"),
                      ("last message", "time"))
         for s in rows:
-            cells = [ids[s.id], safe(s.key or "-"), safe(s.actor or "-")]
+            title, key, actor = (safe(s.title or "-"), safe(s.key or "-"),
+                                 safe(s.actor or "-"))
             if wide:
-                cells += [safe(s.subject or "-"), number(s.summary_watermark)]
+                cells = [ids[s.id], title, key, actor, safe(s.subject or "-"),
+                         number(s.summary_watermark)]
+            else:
+                under = [f"key {key}"] * bool(s.key) + [f"actor {actor}"] * bool(s.actor)
+                cells = [ids[s.id], "\n".join([title, *(f"[dim]{u}[/dim]" for u in under)])]
             grid.add_row(*cells, number(s.message_count), number(s.total_tokens),
                          when(s.row.last_message_at))
         console.print(grid)
@@ -272,12 +281,15 @@ def usage(tenant: TenantOption = None,
                                    "completion_tokens": line.completion_tokens,
                                    "total_tokens": line.total_tokens} for line in lines]})
             return
-        grid = table(("tenant", "text"), ("purpose", "text"), ("model", "text"),
-                     ("calls", "number"), ("prompt", "number"), ("completion", "number"),
-                     ("total", "number"))
-        for line in lines:
-            grid.add_row(safe(line.tenant), line.purpose, safe(line.model or "-"),
-                         number(line.calls), number(line.prompt_tokens),
-                         number(line.completion_tokens), number(line.total_tokens))
-        console.print(grid)
+        # The tenant is a heading over its lines (it wrapped on every row of a column at
+        # 80 columns), and the table below it holds the numbers.
+        for tenant_ref, group in itertools.groupby(lines, key=lambda line: line.tenant):
+            grid = table(("purpose", "text"), ("model", "text"), ("calls", "number"),
+                         ("prompt", "number"), ("completion", "number"), ("total", "number"))
+            for line in group:
+                grid.add_row(line.purpose, safe(line.model or "-"), number(line.calls),
+                             number(line.prompt_tokens), number(line.completion_tokens),
+                             number(line.total_tokens))
+            console.print(f"[bold]tenant {safe(tenant_ref)}[/bold]", soft_wrap=True)
+            console.print(grid)
         console.print(f"total tokens: {total}")
