@@ -47,6 +47,7 @@ __all__ = [
     "Recognizer",
     "Span",
     "default_recognizers",
+    "resolve_for_redaction",
     "resolve_overlaps",
 ]
 
