@@ -237,13 +237,6 @@ class HistoryCompressor:
                            format=format, preview=True, would_fold=len(plan.fold))
         return scrubbed(wire.to_wire(outgoing, info), egress, session)
 
-    def _build_replay(self, session: ChatSession, system_prompt: str, *,
-                      memories: Sequence[str] | None = None, format: str = "openai_chat",
-                      keep_closed_tool_turns: bool = False) -> History[Any]:
-        """Kept while the Agents SDK adapter moves to :meth:`round`."""
-        return self.round(session, system_prompt, memories=memories, format=format,
-                          keep_closed_tool_turns=keep_closed_tool_turns).build()
-
     def _repository_for(self, session: ChatSession) -> Repository:
         """Where ``session``'s history is read and its summary stored."""
         return self.repository if self.repository is not None else session.repository

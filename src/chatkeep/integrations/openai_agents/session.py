@@ -423,8 +423,8 @@ _MODEL_ITEMS = ("function_call", "reasoning")
 def _replay(core: Chatkeep, session: ChatSession, system_prompt: str) -> History[Any]:
     """The session's history with the SDK's replay rule: every live item as recorded
     (chatkeep's own default replays closed turns as their text alone)."""
-    return core.compressor._build_replay(session, system_prompt, format="openai_responses",
-                                         keep_closed_tool_turns=True)
+    return core.compressor.round(session, system_prompt, format="openai_responses",
+                                 keep_closed_tool_turns=True).build()
 
 
 def _session_settings(value: Any) -> Any:
