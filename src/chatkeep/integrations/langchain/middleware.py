@@ -49,6 +49,7 @@ from langchain_core.messages import (
     AnyMessage,
     BaseMessage,
     SystemMessage,
+    ToolMessage,
 )
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
@@ -194,12 +195,6 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     # -- sync: agent.invoke / stream -----------------------------------------------------
 
-    def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
-        """Record the run's input, after checking its state is this tenant's own
-        (``ForeignThreadState`` otherwise: nothing recorded, nothing sent)."""
-        record(self._sync(), self.thread(runtime), self._options, state["messages"],
-               check=True)
-
     def wrap_model_call(self, request: ModelRequest[Any],
                         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
                         ) -> ModelResult:
@@ -224,7 +219,7 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         do when it ended with the answer ``after_model`` just recorded."""
         thread = self.thread(runtime)
         if not self._ends_recorded(thread, state["messages"]):
-            record(self._sync(), thread, self._options, state["messages"])
+            record(self._sync(), thread, self._options, state["messages"], check=True)
 
     def _sync(self) -> Chatkeep:
         if not isinstance(self.keep, Chatkeep):
@@ -233,11 +228,6 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return self.keep
 
     # -- async: agent.ainvoke / astream --------------------------------------------------
-
-    async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
-        """Async twin of :meth:`before_agent`."""
-        await self._run(_record_checked, self.thread(runtime), self._options,
-                        state["messages"])
 
     async def awrap_model_call(
             self, request: ModelRequest[Any],
@@ -262,7 +252,7 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """Async twin of :meth:`after_agent`."""
         thread = self.thread(runtime)
         if not self._ends_recorded(thread, state["messages"]):
-            await self._run(record, thread, self._options, state["messages"])
+            await self._run(record, thread, self._options, state["messages"], True)
 
     # -- streamed output, with the user's values -------------------------------------------
 
@@ -329,26 +319,23 @@ def open_session(core: Chatkeep, thread: Thread, options: _Options) -> ChatSessi
 
 
 def record(core: Chatkeep, thread: Thread, options: _Options,
-           state: Sequence[BaseMessage], *, check: bool = False) -> ChatSession:
+           state: Sequence[BaseMessage], check: bool = False) -> ChatSession:
     """Record the messages of ``state`` the session does not hold yet, in one
     transaction, each LangChain id once however many runs record it at the same time;
     returns the session. ``check``: first refuse a state whose messages another
-    tenant's session of the same key recorded (:func:`_refuse_foreign`)."""
+    tenant's session of the same key recorded (:func:`_refuse_foreign`), asked when the
+    new messages are more than tool results (a run's input, or a state the session never
+    saw: a tool result whose call is not new answers a call this session recorded)."""
     session = open_session(core, thread, options)
     count, repository = session.message_count, session.repository
     recent = repository.marks_after(session.id, LANGCHAIN_ID, max(0, count - TAIL)) \
         if count else None
     new = pending(state, recent,
                   lambda ids: repository.stored_marks(session.id, LANGCHAIN_ID, ids))
-    if check:
+    if check and not all(isinstance(m, ToolMessage) for m in new):
         _refuse_foreign(core, session, thread, new)
     _append(core, session, new, state)
     return session
-
-
-def _record_checked(core: Chatkeep, thread: Thread, options: _Options,
-                    state: Sequence[BaseMessage]) -> ChatSession:
-    return record(core, thread, options, state, check=True)
 
 
 def _append(core: Chatkeep, session: ChatSession, new: Sequence[BaseMessage],
@@ -507,7 +494,7 @@ class _Streams:
 def prepare(core: Chatkeep, thread: Thread, options: _Options,
             state: Sequence[BaseMessage], system: SystemMessage | None) -> _Prepared:
     """Record what the thread added, then build the history the model gets."""
-    session = record(core, thread, options, state)
+    session = record(core, thread, options, state, check=True)
     prompt = str(system.text) if system is not None else ""
     history = list(core.compressor.build_history(session, prompt))
     if system is None:
