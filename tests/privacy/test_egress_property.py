@@ -5,10 +5,14 @@ IBAN, and a name the session learns from "my name is ...") in random fields of r
 message kinds, recorded in all three wire formats and through the plain API: user and
 assistant text, a Chat ``name``, message metadata, a pinned system message, tool-call
 names, argument keys and values, tool results (JSON text, JSON ``\\u`` escapes,
-percent-encoded), Responses reasoning summaries, Anthropic signed thinking; the subject
+percent-encoded), tool arguments under the keys the wire formats give a meaning
+(``signature``, ``encrypted_content``, ``type``, ``role``: user data there, issue 30 item 3),
+Responses reasoning summaries, Anthropic signed thinking; the subject
 reference; memories the distiller's model writes. Each value is written plain at least
 once in user or assistant text (where every path reads it); its other copies are in any
-surface form (as typed, upper or lower case, JSON-escaped, URL-encoded).
+surface form (``ALL_FORMS``: as typed, upper or lower case, JSON-escaped, URL-encoded, and
+those of issue 30 item 7: HTML references, markup, base64, a JWT payload, hex, ``[at]``
+words, spelt out, a user name, look-alike letters).
 
 Then everything that can send runs against the recording server: ``build_history`` in
 each format with a budget small enough that the LLM summarizer folds, the distiller
@@ -44,7 +48,15 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
-from egress_helpers import FORMS, KINDS, POOLS, ModelPlayer, assert_never_raw, sent_history, written
+from egress_helpers import (
+    ALL_FORMS,
+    KINDS,
+    POOLS,
+    ModelPlayer,
+    assert_never_raw,
+    sent_history,
+    written,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -69,9 +81,11 @@ PROPERTY = settings(max_examples=25, deadline=None, derandomize=True, database=N
 
 # -- the scenario ------------------------------------------------------------------------
 
+#: Keys a structured tool argument holds values under: the wire formats' own names.
+SIGNED_NAMES = ("signature", "encrypted_content", "type", "role")
 #: Where a value is placed: ("turn", t, "user" | "assistant" | "user_name" | "metadata"),
-#: ("round", t, r, "tool_name" | "arg_key" | "arg_value" | "result" | "reasoning" |
-#: "thinking"), ("system",).
+#: ("round", t, r, "tool_name" | "arg_key" | "arg_value" | "arg_signed_key" | "result" |
+#: "reasoning" | "thinking"), ("system",).
 Slot = tuple[Any, ...]
 
 
@@ -119,7 +133,7 @@ def slots_of(turns: list[Turn], system_after: int | None) -> tuple[list[Slot], l
             every.append(("turn", t, "metadata"))
         for r, method in enumerate(turn.rounds):
             every += [("round", t, r, f) for f in ("tool_name", "arg_key", "arg_value",
-                                                    "result")]
+                                                    "arg_signed_key", "result")]
             if method == "openai_responses":
                 every.append(("round", t, r, "reasoning"))
             if method == "anthropic_messages":
@@ -159,10 +173,10 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         fields = sorted({s[-1] for s in allowed})
         chosen = draw(st.sampled_from(fields))
         slot = draw(st.sampled_from([s for s in allowed if s[-1] == chosen]))
-        form = draw(st.sampled_from(FORMS))
+        form = draw(st.sampled_from(ALL_FORMS))
         scenario.placed.setdefault(slot, []).append(written(values[kind], form))
     scenario.model_written = [written(values[kind], form) for kind, form in draw(st.lists(
-        st.tuples(st.sampled_from(KINDS), st.sampled_from(FORMS)), max_size=2))]
+        st.tuples(st.sampled_from(KINDS), st.sampled_from(ALL_FORMS)), max_size=2))]
     scenario.formats = tuple(draw(st.permutations(FORMATS)))
     scenario.later_format = draw(st.sampled_from(FORMATS))
     scenario.recall_from = draw(st.integers(0, closed))
@@ -225,6 +239,8 @@ def record_round(session: ChatSession, scenario: Scenario, t: int, r: int) -> No
     name = joined(names, "lookup")  # (glued to "lookup_", an e-mail would be another one)
     args: dict[str, Any] = {key: {"found": True} for key in scenario.at("round", t, r, "arg_key")}
     args["query"] = joined(scenario.at("round", t, r, "arg_value"), "customer")
+    for i, text in enumerate(scenario.at("round", t, r, "arg_signed_key")):
+        args.setdefault(SIGNED_NAMES[i % len(SIGNED_NAMES)], {})[f"v{i}"] = text
     arguments = json.dumps(args, ensure_ascii=False)
     # A tool result is JSON text: its values may be written with \u escapes or URL-encoded.
     result = '{"status": "found", "detail": "' + joined(
@@ -360,9 +376,9 @@ def tool_output(forms: list[tuple[str, str]]) -> str:
 
 
 @PROPERTY
-@given(in_tool=st.lists(st.tuples(st.sampled_from(KINDS), st.sampled_from(FORMS)),
+@given(in_tool=st.lists(st.tuples(st.sampled_from(KINDS), st.sampled_from(ALL_FORMS)),
                         min_size=1, max_size=6),
-       later=st.tuples(st.sampled_from(KINDS), st.sampled_from(FORMS)),
+       later=st.tuples(st.sampled_from(KINDS), st.sampled_from(ALL_FORMS)),
        model_api=st.sampled_from(["responses", "chat"]))
 def test_an_agents_sdk_run_sends_no_raw_value(tmp_path_factory: pytest.TempPathFactory,
                                               in_tool: list[tuple[str, str]],

@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chatkeep.privacy import PiiDetector, PlaceholderVault, Redactor
+from chatkeep.privacy.guard import seal_spans
 from chatkeep.privacy.known_values import (
     KNOWN_VALUE_SCORE,
     find_known_values,
@@ -35,6 +36,7 @@ from chatkeep.privacy.known_values import (
 )
 from chatkeep.privacy.normalize import canonical_value
 from chatkeep.privacy.surface import cased_form, normalize, surface_view
+from chatkeep.privacy.vault import unseal
 from support.timing import best_time
 
 REDACTOR = Redactor(PiiDetector())
@@ -571,3 +573,18 @@ def test_a_match_that_loses_an_overlap_keeps_the_rest_of_its_value() -> None:
     phone = vault.placeholder_for("PHONE", "07700 900123")
     assert REDACTOR.redact("paid 5500 0000 0000 0004 07700 900123 ok", vault) == \
         f"paid {card} {phone} ok"
+
+
+def test_a_memory_carries_the_value_not_the_encoded_run_it_was_found_in() -> None:
+    """What a memory carries (``seal_spans``) must find the value again wherever it is
+    recalled: the run it was first found in (a JWT payload) is no value to match on, so the
+    canonical value is carried; a readable form (upper case) is carried as written. The
+    property test found a distiller's memory embedded with its JWT raw."""
+    vault = PlaceholderVault()
+    vault.placeholder_for("EMAIL", "ana.garcia@example.com")
+    text = f"Noted: {JWT}"
+    carried = unseal(seal_spans(vault.find_known(text), None) or "", None)
+    assert [value for _, _, value in carried.entries()] == ["ana.garcia@example.com"]
+    assert {s.text for s in carried.find_known(f"again {JWT}")} == {JWT_PAYLOAD}
+    upper = unseal(seal_spans(vault.find_known("ANA.GARCIA@EXAMPLE.COM"), None) or "", None)
+    assert [value for _, _, value in upper.entries()] == ["ANA.GARCIA@EXAMPLE.COM"]

@@ -27,6 +27,7 @@ from chatkeep.privacy.base import Span
 from chatkeep.privacy.detector import PiiDetector, Recognizer, default_recognizers
 from chatkeep.privacy.egress import OPEN, Egress, SessionEgress, map_strings
 from chatkeep.privacy.escaping import PLACEHOLDER_TOKEN_RE, escape
+from chatkeep.privacy.known_values import reads_as_written
 from chatkeep.privacy.redactor import Redactor
 from chatkeep.privacy.streaming import StreamRestorer
 from chatkeep.privacy.vault import PlaceholderVault, seal, unseal
@@ -184,5 +185,14 @@ def seal_spans(spans: Sequence[Span], key: str | None) -> str | None:
     memory carries."""
     carried = PlaceholderVault()
     for span in spans:
-        carried.placeholder_for(span.entity_type, span.text, span.canonical)
+        carried.placeholder_for(span.entity_type, _carried_value(span), span.canonical)
     return seal(carried, key) if len(carried) else None
+
+
+def _carried_value(span: Span) -> str:
+    """The value a memory carries for ``span``: the text it was found as, unless that text
+    is a form the value's patterns do not read back (a base64 or hex run holding it: its
+    patterns would match that run only), then the value's canonical form."""
+    if span.canonical is None or reads_as_written(span.entity_type, span.canonical, span.text):
+        return span.text
+    return span.canonical

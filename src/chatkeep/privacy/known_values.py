@@ -35,10 +35,16 @@ from dataclasses import dataclass
 import phonenumbers
 
 from chatkeep.privacy.base import Span
-from chatkeep.privacy.surface import SurfaceView, cased_form, normalize, surface_view
+from chatkeep.privacy.surface import (
+    SEGMENT_DEPTH,
+    SurfaceView,
+    cased_form,
+    normalize,
+    surface_view,
+)
 
 __all__ = ["KNOWN_VALUE_SCORE", "KnownValue", "find_known_values", "find_literal",
-           "known_value", "literal_pattern", "surface_patterns"]
+           "known_value", "literal_pattern", "reads_as_written", "surface_patterns"]
 
 #: Score of a literal match: above any recognizer's, so on a tie with a detection of the
 #: same value the vault's own entry (and so its placeholder) wins.
@@ -122,6 +128,15 @@ def find_known_values(known: Sequence[KnownValue], text: str) -> list[Span]:
     for entry in known:
         spans.extend(entry.find(text, view))
     return list(dict.fromkeys(spans))  # literal and surface patterns often agree
+
+
+def reads_as_written(entity_type: str, canonical: str, text: str) -> bool:
+    """Whether the value whose canonical form is ``canonical`` is read in ``text`` itself,
+    not only inside an encoded run of it (a base64 run holding a value is no value to
+    match on: its own patterns would find that run only)."""
+    entry = known_value(entity_type, canonical, canonical)
+    view = surface_view(text, _depth=SEGMENT_DEPTH)
+    return entry is not None and next(entry.find(text, view), None) is not None
 
 
 def literal_pattern(entity_type: str, canonical: str, value: str) -> re.Pattern[str] | None:

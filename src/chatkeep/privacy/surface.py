@@ -50,7 +50,8 @@ import unicodedata
 from bisect import bisect_right
 from dataclasses import dataclass
 
-__all__ = ["HOMOGLYPHS", "Segment", "SurfaceView", "cased_form", "normalize", "surface_view"]
+__all__ = ["HOMOGLYPHS", "SEGMENT_DEPTH", "Segment", "SurfaceView", "cased_form", "normalize",
+           "surface_view"]
 
 #: A run of ``%XX`` bytes (decoded together: one character may take several bytes).
 _PERCENT_RUN = re.compile(r"%[0-9A-Fa-f]{2}(?:%[0-9A-Fa-f]{2})*")
@@ -87,7 +88,7 @@ HOMOGLYPHS: dict[str, str] = {
     **dict(zip("аеѕіјорсухԁһԛԝѵ", "aesijopcyxdhqwv", strict=True)),
 }
 #: Segments are read this deep at most (a segment's own runs once more).
-_SEGMENT_DEPTH = 2
+SEGMENT_DEPTH = 2
 _SHORT_ESCAPES = {"/": "/", '"': '"', "\\": "\\", "b": "\b", "f": "\f", "n": "\n", "r": "\r",
                   "t": "\t"}
 #: Characters that are not dashes to Unicode but are written as one.
@@ -227,7 +228,7 @@ def surface_view(text: str, *, _depth: int = 0) -> SurfaceView:
     """Read ``text`` into its normalised view (see the module docstring)."""
     current, maps = _decode(text)
     plain = not maps and text.isascii()
-    segments = _segments(current, maps, _depth) if _depth < _SEGMENT_DEPTH else ()
+    segments = _segments(current, maps, _depth) if _depth < SEGMENT_DEPTH else ()
     current, mapping = _fold(current, _FOLDED, True)
     if mapping is not None:
         maps.append(mapping)
