@@ -187,7 +187,7 @@ def test_the_scrub_keeps_what_carries_no_text_and_names_unread_files(db_url: str
     try:
         session = keep.sessions.create(ORG)
         cache, uploaded = CachePoint(), UploadedFile(file_id="file-abc", provider_name="openai",
-                                                     media_type="application/pdf")
+                                                     media_type="text/plain")
         image, png = ImageUrl("https://x.test/a.png"), BinaryContent(PNG, media_type="image/png")
         doc = DocumentUrl("https://docs.test/notes.txt")
         messages: list[ModelMessage] = [

@@ -18,7 +18,8 @@ Files, in user prompts, tool results and model output alike:
   download and inline unscrubbed;
 * a file URL holding a detected value goes out as a note with the scrubbed URL instead of
   the file (a URL with a placeholder in it names no file, and the request stays valid);
-* the bytes of an image, audio, video or PDF cannot be redacted: they are sent as they are.
+* the bytes of an image, audio, video or PDF cannot be redacted: they are sent as they are,
+  and so is the id of a file uploaded to the provider (its content is already there).
 
 A signed part (thinking with a signature, a provider's compaction) cannot change without
 breaking its signature: when its text would change it is withheld.
@@ -211,8 +212,9 @@ class _Files:
         self._seen: set[str] = set()
 
     def text_of(self, item: Any) -> str | None:
-        """The text of a text-like file (``None``: not text-like, or not read yet)."""
-        if not is_text_like_media_type(_media_type(item)):
+        """The text of a text-like file (``None``: not text-like, not read yet, or a file
+        uploaded to the provider, which only its id names)."""
+        if isinstance(item, UploadedFile) or not self.text_like(item):
             return None
         if isinstance(item, BinaryContent):
             return item.data.decode("utf-8", "replace")
