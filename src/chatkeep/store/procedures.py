@@ -284,12 +284,13 @@ MARKS_PER_QUERY = 500
 
 
 def append_unmarked(transport: Transport, session_id: str, key: str, batch: Batch,
-                    now: datetime) -> list[Message]:
+                    now: datetime, after_seq: int = 0) -> list[Message]:
     """Append the items of ``batch`` whose draft's metadata ``key`` (an integration's
     id for the message) the session does not hold yet, idempotent under concurrency: in
-    one transaction, lock the session, ask which of the batch's ids it holds, append the
-    rest (with every rule of :func:`append_in`). Two writers of the same messages queue on
-    the lock; the second appends nothing. Returns what was appended."""
+    one transaction, lock the session, ask which of the batch's ids its messages after
+    ``after_seq`` hold (the caller checked those up to it), append the rest (with every
+    rule of :func:`append_in`). Two writers of the same messages queue on the lock; the
+    second appends nothing. Returns what was appended."""
     try:
         with transport.transaction() as ex:
             if not ex.rows(LOCK_METADATA, {"b_session_id": session_id}):
@@ -299,7 +300,7 @@ def append_unmarked(transport: Transport, session_id: str, key: str, batch: Batc
             held: set[str] = set()
             for start in range(0, len(marks), MARKS_PER_QUERY):
                 held.update(r[0] for r in ex.rows(marks_held(key), {
-                    "b_session_id": session_id,
+                    "b_session_id": session_id, "b_after_seq": after_seq,
                     "b_marks": marks[start:start + MARKS_PER_QUERY]}))
             fresh = []
             for item in batch:

@@ -306,13 +306,16 @@ class Repository:
                     chat_messages.c.session_id == session_id, mark.in_(chunk))).scalars())
         return found
 
-    def append_unmarked(self, session_id: str, key: str, batch: Batch) -> list[Message]:
+    def append_unmarked(self, session_id: str, key: str, batch: Batch, *,
+                        after_seq: int = 0) -> list[Message]:
         """Append the messages of ``batch`` whose metadata ``key`` the session does not
         hold yet, in one transaction with the session locked: recording the same
         integration ids twice, even from overlapping runs, stores them once
-        (:func:`procedures.append_unmarked`). Returns what was appended."""
+        (:func:`procedures.append_unmarked`). ``after_seq``: the caller knows the messages
+        up to it hold none of them (only those after it are asked). Returns what was
+        appended."""
         return procedures.append_unmarked(CoreTransport(self.engine), session_id, key, batch,
-                                          self.clock())
+                                          self.clock(), after_seq)
 
     @retrying_reads
     def calls_taken(self, session_id: str, call_ids: Iterable[str]) -> set[str]:

@@ -163,10 +163,12 @@ CALLS_TAKEN = select(chat_tool_calls.c.call_id).where(
 
 @functools.cache
 def marks_held(key: str) -> Select[Any]:
-    """Which of ``b_marks`` the session's messages carry under metadata ``key`` (an id an
-    integration records messages by), retracted ones included."""
+    """Which of ``b_marks`` the session's messages after seq ``b_after_seq`` carry under
+    metadata ``key`` (an id an integration records messages by), retracted ones
+    included: an index range, the messages written since the caller last looked."""
     mark = _M.metadata[key].as_string()
     return select(mark).where(_M.session_id == bindparam("b_session_id"),
+                              _M.seq > bindparam("b_after_seq", type_=Integer()),
                               mark.in_(bindparam("b_marks", expanding=True)))
 
 

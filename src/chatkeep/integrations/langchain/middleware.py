@@ -334,19 +334,21 @@ def record(core: Chatkeep, thread: Thread, options: _Options,
                   lambda ids: repository.stored_marks(session.id, LANGCHAIN_ID, ids))
     if check and not all(isinstance(m, ToolMessage) for m in new):
         _refuse_foreign(core, session, thread, new)
-    _append(core, session, new, state)
+    _append(core, session, new, state, count)
     return session
 
 
 def _append(core: Chatkeep, session: ChatSession, new: Sequence[BaseMessage],
-            state: Sequence[BaseMessage]) -> None:
+            state: Sequence[BaseMessage], seen: int) -> None:
+    """Record ``new`` (messages of ``state`` none of the session's first ``seen``
+    messages holds), each LangChain id once."""
     repository = session.repository
     drafts = drafts_of(new, state,
                        lambda payload: core.privacy.restore_payload(session, payload),
                        lambda ids: repository.calls_taken(session.id, ids))
     if drafts:
         repository.append_unmarked(session.id, LANGCHAIN_ID,
-                                   prepare_batch(drafts, core.counter))
+                                   prepare_batch(drafts, core.counter), after_seq=seen)
 
 
 def _refuse_foreign(core: Chatkeep, session: ChatSession, thread: Thread,
@@ -365,7 +367,7 @@ def _refuse_foreign(core: Chatkeep, session: ChatSession, thread: Thread,
         return
     last = max(i for i, m in enumerate(new) if m.id in foreign)
     own = list(new[last + 1:])
-    _append(core, session, own, own)
+    _append(core, session, own, own, session.message_count)
     raise ForeignThreadState(
         f"the LangGraph state of thread {thread.key!r} holds messages another tenant's "
         f"session recorded ({len(foreign)} of them): a checkpointer keyed by thread_id "
