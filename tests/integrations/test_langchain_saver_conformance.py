@@ -1,8 +1,9 @@
 """``ChatkeepSaver`` measured by LangGraph's own checkpointer conformance suite.
 
 ``langgraph-checkpoint-conformance`` (the dev extra) registers a saver factory and runs
-its capability suites (put, put_writes, get_tuple, list, delete_thread; the extended
-ones a saver does not implement are reported as not detected, and not run). Every test
+its capability suites (put, put_writes, get_tuple, list, delete_thread, and the extended
+prune; copy_thread and delete_for_runs, not implemented, are reported as not detected,
+and not run). Every test
 of every detected capability must pass, on SQLite and PostgreSQL, through the async
 methods over an ``AsyncChatkeep`` and through the sync methods over a ``Chatkeep``
 (driven by the suite's async calls). Nothing is deselected: the suite tests only the
@@ -25,7 +26,7 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 from langgraph.checkpoint.conformance import checkpointer_test, validate
-from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES
+from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES, Capability
 
 from chatkeep import Chatkeep, Ref
 from chatkeep.aio import AsyncChatkeep
@@ -59,6 +60,10 @@ class SyncDriven(ChatkeepSaver):
     async def adelete_thread(self, thread_id: str) -> None:
         self.delete_thread(thread_id)
 
+    async def aprune(self, thread_ids: Sequence[str], *,
+                     strategy: str = "keep_latest") -> None:
+        self.prune(thread_ids, strategy=strategy)
+
 
 def run_suite(db_url: str, api: str) -> Any:
     name = f"ChatkeepSaver-{api}-{uuid4().hex[:8]}"
@@ -83,4 +88,5 @@ def test_langgraph_conformance_suite(db_url: str, driven: str) -> None:
     assert not failures, failures
     assert report.passed_all_base(), {c: r for c, r in report.results.items()}
     ran = {cap for cap, result in report.results.items() if result.tests_passed}
-    assert {c.value for c in BASE_CAPABILITIES} <= {getattr(c, "value", c) for c in ran}
+    wanted = {c.value for c in BASE_CAPABILITIES} | {Capability.PRUNE.value}
+    assert wanted <= {getattr(c, "value", c) for c in ran}

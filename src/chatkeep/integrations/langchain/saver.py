@@ -68,8 +68,9 @@ from chatkeep.integrations.langchain.keeps import check_keep, is_async_keep
 from chatkeep.integrations.langchain.messages import LANGCHAIN_ID
 from chatkeep.messages import Message, Role
 from chatkeep.refs import Ref
-from chatkeep.store.procedures import KEEP_STATE
+from chatkeep.store.procedures import KEEP_STATE, REMOVE_STATE
 from chatkeep.store.rows import SessionRow
+from chatkeep.validation import check_int
 
 if TYPE_CHECKING:
     from chatkeep.aio import AsyncChatkeep
@@ -113,13 +114,19 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
     configured tenant and another in the config: ``InvalidArgument``. ``actor`` and
     ``subject`` (fixed, or from the config's ``actor`` / ``subject``) are what a thread's
     session is created with when the checkpointer opens it first: the same as the
-    middleware's.
+    middleware's. ``keep_last``: keep only the newest checkpoints of each thread and
+    namespace (``None``, the default, keeps them all, as LangGraph's savers do); a
+    thread's checkpoints live in one value, so a bound keeps each write short on a
+    long thread.
     """
 
     def __init__(self, keep: Chatkeep | AsyncChatkeep, *, tenant: Ref | str | None = None,
                  actor: Ref | str | None = None, subject: Ref | str | None = None,
+                 keep_last: int | None = None,
                  serde: SerializerProtocol | None = None) -> None:
         super().__init__(serde=serde)
+        self.keep_last = None if keep_last is None else check_int(
+            keep_last, "keep_last", minimum=1)
         self.keep = check_keep(keep, "ChatkeepSaver")
         self.tenant = None if tenant is None else Ref.coerce(tenant)
         self.actor = None if actor is None else Ref.coerce(actor)
@@ -130,7 +137,8 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
         """This saver for one tenant (what ``delete_thread``, which gets no config, needs
         when the tenant comes from each run's config)."""
         saver = ChatkeepSaver(self.keep, tenant=tenant, actor=self.actor,
-                              subject=self.subject, serde=self.serde)
+                              subject=self.subject, keep_last=self.keep_last,
+                              serde=self.serde)
         saver._logs = self._logs
         return saver
 
@@ -193,6 +201,12 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
         """Delete the thread's session through chatkeep's delete (a missing one: no-op)."""
         self._delete(self._sync(), self._parties(None), thread_id)
 
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Drop the threads' older checkpoints (``"keep_latest"``: the newest per
+        namespace stays, with its writes) or all of them (``"delete"``); the
+        conversation itself stays (``delete_thread`` deletes it)."""
+        self._prune(self._sync(), self._parties(None), thread_ids, strategy)
+
     # -- async ----------------------------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -228,6 +242,11 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
     async def adelete_thread(self, thread_id: str) -> None:
         """Async twin of :meth:`delete_thread`."""
         await self._run(self._delete, self._parties(None), thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *,
+                     strategy: str = "keep_latest") -> None:
+        """Async twin of :meth:`prune`."""
+        await self._run(self._prune, self._parties(None), list(thread_ids), strategy)
 
     # -- the flow, over the sync core ----------------------------------------------------
 
@@ -306,14 +325,16 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
                  for channel, version in new_versions.items()}
         entry = {"c": self._dump(saved),
                  "m": self._dump(get_checkpoint_metadata(config, metadata)),
-                 "p": configurable.get("checkpoint_id")}
+                 "p": configurable.get("checkpoint_id"),
+                 "k": [_blob_key(c, v) for c, v in checkpoint["channel_versions"].items()]}
+        keep_last = self.keep_last
 
         def decide(state: dict[str, Any] | None) -> dict[str, Any]:
             spaces = dict((state or {}).get("ns") or {})
             space = _space(spaces.get(ns))
             space["cp"][checkpoint["id"]] = entry
             space["b"].update(blobs)
-            spaces[ns] = space
+            spaces[ns] = space if keep_last is None else _pruned(space, keep_last)
             return {"ns": spaces}
 
         core.repository.swap_state(session.id, STATE_KEY, decide)
@@ -348,6 +369,25 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
             return {"ns": spaces}
 
         core.repository.swap_state(session.id, STATE_KEY, decide)
+
+    def _prune(self, core: Chatkeep, parties: _Parties, thread_ids: Sequence[str],
+               strategy: str) -> None:
+        if strategy not in ("keep_latest", "delete"):
+            raise InvalidArgument(f"prune strategy must be 'keep_latest' or 'delete', got "
+                                  f"{strategy!r}")
+        for thread_id in thread_ids:
+            row = core.repository.find_session(str(thread_id), parties.tenant)
+            if row is None or not _spaces(row):
+                continue
+
+            def decide(state: dict[str, Any] | None) -> Any:
+                if strategy == "delete" or not state:
+                    return REMOVE_STATE
+                spaces = {ns: _pruned(_space(space), 1)
+                          for ns, space in (state.get("ns") or {}).items()}
+                return {"ns": spaces}
+
+            core.repository.swap_state(row.id, STATE_KEY, decide)
 
     def _delete(self, core: Chatkeep, parties: _Parties, thread_id: str) -> None:
         row = core.repository.find_session(str(thread_id), parties.tenant)
@@ -487,6 +527,16 @@ def _space(stored: Any) -> dict[str, Any]:
     stored = stored if isinstance(stored, dict) else {}
     return {"cp": dict(stored.get("cp") or {}), "w": dict(stored.get("w") or {}),
             "b": dict(stored.get("b") or {})}
+
+
+def _pruned(space: dict[str, Any], keep: int) -> dict[str, Any]:
+    """``space`` with only its newest ``keep`` checkpoints, their writes and the channel
+    values they name."""
+    kept = sorted(space["cp"], reverse=True)[:keep]
+    cps = {cid: space["cp"][cid] for cid in kept}
+    named = {key for entry in cps.values() for key in entry.get("k") or ()}
+    return {"cp": cps, "w": {cid: w for cid, w in space["w"].items() if cid in cps},
+            "b": {key: blob for key, blob in space["b"].items() if key in named}}
 
 
 def _blob_key(channel: str, version: Any) -> str:
