@@ -5,11 +5,18 @@ the budgeted history, records the answer (tool calls included), runs the tools, 
 their results, and asks again until the model answers in text. These are the README's
 worked loops; the test suite runs them against strict local fakes of each API, and
 ``mypy --strict`` checks them, so the types users see are the types that work.
+
+It needs the Anthropic SDK as well as OpenAI's: ``pip install "chatkeep[anthropic]"``.
+Run it (``python examples/agent_loop.py [DATABASE_URL]``) and it asks one question through
+each API, offline, against chatkeep's fakes of the hosted APIs (:mod:`chatkeep.testing`),
+printing each answer; run it again and the conversation continues where it stopped.
 """
 
 from __future__ import annotations
 
 import json
+import sys
+import uuid
 
 import anthropic
 import openai
@@ -17,7 +24,8 @@ from anthropic.types import ToolParam
 from openai.types.chat import ChatCompletionToolParam
 from openai.types.responses import FunctionToolParam
 
-from chatkeep import Chatkeep, ChatSession
+from chatkeep import Chatkeep, ChatSession, Ref
+from chatkeep.testing import AgentModel, FakeAnthropicServer, FakeOpenAIServer
 
 SYSTEM = "You are a weather assistant. Use get_weather for every city asked about."
 WEATHER = {"Paris": "18C and sunny", "Rome": "24C and clear", "Oslo": "2C and snowing"}
@@ -94,3 +102,33 @@ def anthropic_turn(keep: Chatkeep, session: ChatSession, client: anthropic.Anthr
             return "".join(block.text for block in message.content if block.type == "text")
         for use in uses:
             session.add_tool_result(use.id, get_weather(use.input.get("city")))
+
+
+def main(database_url: str = "sqlite:///agent_loop.db") -> None:
+    """One question per API, each in its own conversation (reopened by its key), against
+    the local fakes: what the loops above do with a real endpoint."""
+    model = AgentModel(run=uuid.uuid4().hex[:8])  # a real model's call ids never repeat
+    org = Ref("organization", "example")
+    with FakeOpenAIServer(responder=model.openai) as fake_openai, \
+            FakeAnthropicServer(responder=model.anthropic) as fake_anthropic, \
+            Chatkeep(database_url) as keep:
+        openai_client = openai.OpenAI(base_url=fake_openai.base_url, api_key="offline")
+        anthropic_client = anthropic.Anthropic(base_url=fake_anthropic.origin,
+                                               api_key="offline")
+        asked = [("chat", "What is the weather in Paris?"),
+                 ("responses", "And the weather in Rome and Oslo?"),
+                 ("anthropic", "What is the weather in Oslo?")]
+        for api, question in asked:
+            session = keep.sessions.open(f"agent-loop-{api}", tenant=org)
+            if api == "chat":
+                answer = chat_turn(keep, session, openai_client, "gpt-4o-mini", question)
+            elif api == "responses":
+                answer = responses_turn(keep, session, openai_client, "gpt-4o-mini", question)
+            else:
+                answer = anthropic_turn(keep, session, anthropic_client, "claude-sonnet-4-5",
+                                        question)
+            print(f"[{api}] {question}\n  {answer}  ({session.message_count} messages stored)")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:2])

@@ -2,9 +2,12 @@
 taken from the request's credentials (never from the body), and a streamed answer that is
 recorded once the stream ends.
 
-Run it with ``uvicorn examples.fastapi_app:app_from_environment --factory``
-(``DATABASE_URL`` and ``OPENAI_*`` from the environment). ``tests/recipes/`` runs it
-against a local fake of the OpenAI API; the docs' FastAPI recipe walks through it.
+Install: ``pip install "chatkeep[aio,postgres]" fastapi uvicorn``. Serve it with
+``uvicorn examples.fastapi_app:app_from_environment --factory`` (``DATABASE_URL`` and
+``OPENAI_*`` from the environment). ``python examples/fastapi_app.py`` instead asks it one
+question offline, through FastAPI's test client and chatkeep's fake of the OpenAI API, and
+prints the answer and what the conversation holds. ``tests/recipes/`` runs it on both
+stores; the docs' FastAPI recipe walks through it.
 """
 
 from __future__ import annotations
@@ -120,3 +123,28 @@ def app_from_environment() -> FastAPI:
     """The app with settings from the environment (uvicorn's ``--factory``)."""
     return create_app(os.environ.get("DATABASE_URL", "sqlite:///chat.db"), openai.AsyncOpenAI())
 
+
+def offline_demo(database_url: str = "sqlite:///fastapi_app.db") -> None:
+    """One question to the service, offline (the fake OpenAI server answers): what a
+    client of the service sees, and what the conversation then holds."""
+    from fastapi.testclient import TestClient
+
+    from chatkeep.testing import FakeOpenAIServer, Reply
+
+    with FakeOpenAIServer() as server:
+        server.script(Reply.ok("Your refund is on its way."))
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="offline")
+        alice = {"Authorization": "Bearer token-acme-alice"}
+        with TestClient(create_app(database_url, client)) as http:
+            answer = http.post("/conversations/support-1/messages", headers=alice,
+                               json={"text": "My order arrived broken."})
+            shown = http.get("/conversations/support-1", headers=alice).json()
+    print(f"answer: {answer.text}")
+    print(f"conversation {shown['key']!r}: {len(shown['messages'])} messages, "
+          f"{shown['billed_tokens']} tokens billed")
+
+
+if __name__ == "__main__":
+    import sys
+
+    offline_demo(*sys.argv[1:2])

@@ -242,10 +242,14 @@ class AgentModel:
     """A deterministic tool-calling model: pass :meth:`openai` or :meth:`anthropic` as a
     fake server's ``responder``. ``reasoning`` controls Responses reasoning items:
     ``None`` follows the request's ``reasoning`` parameter, ``True``/``False`` force it.
-    Anthropic thinking blocks appear exactly when the request enables ``thinking``."""
+    Anthropic thinking blocks appear exactly when the request enables ``thinking``.
+    ``run`` goes into every tool call id (``call_<run>0001``): give each process its own
+    (a random one) when runs add to one stored conversation, as a real model's ids never
+    repeat; the default keeps ids the same from run to run."""
 
-    def __init__(self, *, reasoning: bool | None = None) -> None:
+    def __init__(self, *, reasoning: bool | None = None, run: str = "") -> None:
         self.reasoning = reasoning
+        self.run = run
         self.decisions: list[Decision] = []
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -280,7 +284,8 @@ class AgentModel:
     def _reply(self, decision: Decision, prefix: str, *, thinking: bool) -> Reply:
         with self._lock:
             self.decisions.append(decision)
-            calls = tuple((f"{prefix}{next(self._ids):04d}", name, json.dumps(args))
+            calls = tuple((f"{prefix}{self.run}{next(self._ids):04d}", name,
+                           json.dumps(args))
                           for name, args in decision.calls)
         return Reply(text=decision.text, tool_calls=calls,
                      thinking=decision.reasoning if thinking else None)
