@@ -252,6 +252,16 @@ class ChatSession:
         self.refresh()
         return seq
 
+    def pop_last(self) -> Message | None:
+        """:meth:`delete_last`, answering the message as it was (what the Agents SDK's
+        ``pop_item`` returns), or ``None`` when nothing is live. With
+        ``privacy.keep_retracted_text`` on it is ``retract_last``."""
+        if self._keep_retracted:
+            return self.retract_last()
+        message = LifecycleStore(self._repo.engine, self._repo.clock).pop_last(self.id)
+        self.refresh()
+        return message
+
     def clear(self) -> int:
         """Remove every message's bytes (``clear_session``, a framework store's
         ``delete``): messages, tool calls, the summary, its fold records and the

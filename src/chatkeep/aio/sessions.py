@@ -81,6 +81,10 @@ class AsyncChatSession(Twin[ChatSession]):
         """Remove the newest live message's bytes (``pop_item``); returns its seq."""
 
     @bridged
+    async def pop_last(self) -> Message | None:
+        """Remove the newest live message's bytes and return it as it was (``pop_item``)."""
+
+    @bridged
     async def clear(self) -> int:
         """Remove every message's bytes, the summary and the vault (``clear_session``)."""
 

@@ -34,6 +34,7 @@ from sqlalchemy import (
 )
 
 from chatkeep.errors import HoldNotFound, ScopeOnHold, SessionNotFound
+from chatkeep.messages import Message
 from chatkeep.refs import Ref
 from chatkeep.store.connections import (
     autocommit,
@@ -44,7 +45,8 @@ from chatkeep.store.connections import (
     transaction,
 )
 from chatkeep.store.memory_index import FTS_TABLE, VECTOR_TABLE, vector_table_exists
-from chatkeep.store.rows import as_utc, utcnow
+from chatkeep.store.rows import as_utc, message_from_row, utcnow
+from chatkeep.store.statements import MESSAGE_COLUMNS
 from chatkeep.store.schema import (
     chat_erased_items,
     chat_erasures,
@@ -500,12 +502,18 @@ class LifecycleStore:
     # -- purges inside a session (what a framework's delete calls) -----------------------
 
     def delete_last(self, session_id: str) -> int | None:
+        """:meth:`pop_last`, answering the removed message's seq (``None``: none live)."""
+        message = self.pop_last(session_id)
+        return None if message is None else message.seq
+
+    def pop_last(self, session_id: str) -> Message | None:
         """Delete the newest live message's row, in one transaction: its tool-call
         bookkeeping is freed (a retried call may reuse its id), ``last_seq`` falls back to
         the newest remaining message (seqs stay gapless when the tail goes), a summary
         that folded it in is dropped with its fold records (the replay starts again from
-        the stored messages), and a distillation past it rewinds. Returns its seq, or
-        ``None`` when nothing is live."""
+        the stored messages), and a distillation past it rewinds. Returns the message as
+        it was (what a framework's ``pop_item`` hands back), or ``None`` when nothing is
+        live."""
         s, msg = chat_sessions.c, chat_messages.c
         with transaction(self.engine) as conn:
             row = conn.execute(select(s.summary_watermark, s.distilled_through)
@@ -513,12 +521,13 @@ class LifecycleStore:
             if row is None:
                 raise SessionNotFound(f"no session {session_id!r}")
             watermark, distilled = int(row[0]), int(row[1])
-            last = conn.execute(select(msg.seq, msg.tool_calls, msg.role).where(
+            last = conn.execute(select(*MESSAGE_COLUMNS).where(
                 msg.session_id == session_id, msg.retracted_at.is_(None))
                 .order_by(msg.seq.desc()).limit(1)).first()
             if last is None:
                 return None
-            seq = int(last.seq)
+            popped = message_from_row(last)
+            seq = popped.seq
             conn.execute(delete(chat_messages).where(msg.session_id == session_id,
                                                      msg.seq == seq))
             self._free_calls(conn, session_id, seq, bool(last.tool_calls), last.role)
@@ -534,7 +543,7 @@ class LifecycleStore:
                               distil_version=s.distil_version + 1)
             conn.execute(update(chat_sessions).where(s.id == session_id).values(**values))
         self.settle(memories_touched=False)
-        return seq
+        return popped
 
     def delete_all(self, session_id: str) -> int:
         """Delete every message row of the session with its tool calls, fold records,

@@ -4,7 +4,8 @@ What the SDK's own sessions lack and chatkeep adds: an owner and tenant on every
 (another tenant's session id names another conversation), a history that stays inside a
 token budget without ever splitting a tool call from its output, compaction into a
 readable, billed summary, PII redaction, and a record that is never destroyed
-(``pop_item`` and ``clear_session`` retract: kept, marked, out of every replay).
+(``pop_item`` and ``clear_session`` remove the bytes, as the SDK's own sessions do;
+``privacy.keep_retracted_text`` keeps them retracted instead, for audit).
 
     keep = AsyncChatkeep("sqlite:///chat.db", model=openai.AsyncOpenAI())
     session = ChatkeepSession(keep, "support-4711", tenant=Ref("organization", 7),
@@ -197,23 +198,25 @@ class ChatkeepSession:
                              format="openai_responses")
 
     async def pop_item(self, wrapper: Any = None) -> TResponseInputItem | None:
-        """Retract the newest item and return it (kept in the record, marked retracted,
-        out of every replay, summary and distillation); ``None`` when nothing is live."""
+        """Remove the newest item and return it, as the SDK's own sessions do: its bytes
+        leave the store (``privacy.keep_retracted_text`` keeps it retracted instead, for
+        audit, out of every replay); ``None`` when nothing is live."""
         session = await self._load(wrapper, create=False)
         if session is None:
             return None
-        message = await session.retract_last()
+        message = await session.pop_last()
         if message is None:
             return None
         items = message_to_items(message)
         return items[-1] if items else None  # type: ignore[return-value]
 
     async def clear_session(self, wrapper: Any = None) -> None:
-        """Retract every item and drop the summary: the next run starts from nothing, and
-        the record stays for audit (``chatkeep sessions show`` marks it retracted)."""
+        """Remove every item, the summary and the placeholder vault: the next run starts
+        from nothing and no byte of the conversation stays (the session keeps its key and
+        its billed usage; ``privacy.keep_retracted_text`` retracts instead, for audit)."""
         session = await self._load(wrapper, create=False)
         if session is not None:
-            await session.retract_all()
+            await session.clear()
 
     # -- runs through the egress ----------------------------------------------------------
 

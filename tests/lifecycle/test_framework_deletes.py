@@ -1,0 +1,52 @@
+"""Framework deletes delete (issue 36 item 2): the Agents SDK's ``pop_item`` and
+``clear_session`` remove the bytes, as the SDK's own sessions do; keeping retracted text
+for audit is an explicit option (``privacy.keep_retracted_text``), off by default."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from lifecycle_helpers import on_disk
+
+from chatkeep import Ref
+from chatkeep.aio import AsyncChatkeep
+from chatkeep.integrations.openai_agents import ChatkeepSession
+
+ORG = Ref("organization", 9)
+POPPED = "canary-popped-agents-item"
+CLEARED = "canary-cleared-agents-item"
+KEPT = "canary-kept-agents-item"
+
+
+def items(*texts: str) -> list[Any]:
+    return [{"role": "user", "content": text} for text in texts]
+
+
+def scenario(db_url: str, config: dict[str, Any]) -> tuple[Any, list[Any]]:
+    async def main() -> tuple[Any, list[Any]]:
+        async with AsyncChatkeep(db_url, config=config) as keep:
+            popping = await ChatkeepSession.open(keep, tenant=ORG, session_id="pop")
+            await popping.add_items(items(KEPT, POPPED))
+            popped = await popping.pop_item()
+            clearing = await ChatkeepSession.open(keep, tenant=ORG, session_id="clear")
+            await clearing.add_items(items(CLEARED))
+            await clearing.clear_session()
+            return popped, await popping.get_items()
+    return asyncio.run(main())
+
+
+@pytest.mark.sync_api
+def test_pop_item_and_clear_session_leave_no_bytes(db_url: str) -> None:
+    popped, left = scenario(db_url, {})
+    assert popped == items(POPPED)[0]
+    assert left == items(KEPT)
+    assert on_disk(db_url, [POPPED, CLEARED, KEPT]) == [KEPT]
+
+
+@pytest.mark.sync_api
+def test_keeping_retracted_text_for_audit_is_an_explicit_option(db_url: str) -> None:
+    popped, left = scenario(db_url, {"privacy": {"keep_retracted_text": True}})
+    assert popped == items(POPPED)[0] and left == items(KEPT)
+    assert sorted(on_disk(db_url, [POPPED, CLEARED, KEPT])) == sorted([POPPED, CLEARED, KEPT])
