@@ -38,8 +38,10 @@ from pydantic_ai.messages import (
     UploadedFile,
     UserPromptPart,
 )
+from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from chatkeep import Chatkeep, InvalidArgument, Ref
@@ -50,7 +52,7 @@ from chatkeep.integrations.pydantic_ai import (
     PreparedRequest,
 )
 from chatkeep.integrations.pydantic_ai._scrub import scrub_request
-from chatkeep.testing import FakeOpenAIServer, Reply
+from chatkeep.testing import FakeAnthropicServer, FakeOpenAIServer, Reply
 from chatkeep.testing.fake_openai import pieces
 
 ORG = Ref("organization", 1)
@@ -130,18 +132,21 @@ def file_server(files: dict[str, tuple[str, bytes]]) -> Iterator[str]:
 # -- item 4: files in prompts and tool results ------------------------------------------
 
 
-def test_files_in_prompts_and_tool_results_leave_scrubbed(db_url: str) -> None:
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_files_in_prompts_and_tool_results_leave_scrubbed(db_url: str, provider: str) -> None:
     """A user prompt with an image URL, a text document by URL, a text file and an image,
     and a tool returning text beside files: every string (URLs, file names, the text of
     text-like files, wherever they come from) reaches the server redacted; image bytes go
     as they are (they cannot be redacted); an image URL with no value in it stays a URL."""
     docs = {"/notes.txt": ("text/plain", f"Call {PHONE} about the order.".encode())}
 
-    async def scenario(server: FakeOpenAIServer, origin: str) -> None:
+    async def scenario(server: Any, origin: str) -> None:
         async with AsyncChatkeep(db_url, config=PRIVACY, dispatcher="inline") as keep:
             store = ChatkeepConversationStore(keep, tenant=ORG)
-            agent: Agent[Any, Any] = Agent(chat_model(server),
-                                           capabilities=[ChatkeepHistory(store)])
+            model = chat_model(server) if provider == "openai" else AnthropicModel(
+                "claude-sonnet-4-5", provider=AnthropicProvider(base_url=server.base_url,
+                                                                api_key="k"))
+            agent: Agent[Any, Any] = Agent(model, capabilities=[ChatkeepHistory(store)])
 
             @agent.tool_plain
             def fetch_files() -> list[Any]:
@@ -160,12 +165,13 @@ def test_files_in_prompts_and_tool_results_leave_scrubbed(db_url: str) -> None:
                  ImageUrl(f"https://img.test/{EMAIL}.png"),
                  ImageUrl("https://img.test/plain.png"),
                  DocumentUrl(f"{origin}/notes.txt", force_download="allow-local"),
-                 BinaryContent(f"Signed, {EMAIL}".encode(), media_type="text/markdown")],
+                 BinaryContent(f"Signed, {EMAIL}".encode(), media_type="text/plain")],
                 conversation=conversation)
             assert result.output == "done"
             await store.save(result)
 
-    with FakeOpenAIServer() as server, file_server(docs) as origin:
+    fake = FakeOpenAIServer() if provider == "openai" else FakeAnthropicServer()
+    with fake as server, file_server(docs) as origin:
         run(scenario(server, origin))
         sent = received(server)
     no_raw(sent, EMAIL, PHONE)
