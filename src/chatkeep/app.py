@@ -43,14 +43,16 @@ from chatkeep.memory import DISTIL_JOB, MemoryService
 from chatkeep.memory.embedders import Embedder, make_embedder, pii_mask
 from chatkeep.privacy.detector import Recognizer
 from chatkeep.privacy.guard import PrivacyGuard
+from chatkeep.quotas import QuotaService
 from chatkeep.refs import Ref, require_ref
 from chatkeep.sessions import SessionService
 from chatkeep.store.connections import ensure_started, on_first_use, store_error
 from chatkeep.store.engine import describe_url, make_engine
 from chatkeep.store.lifecycle import LifecycleStore
-from chatkeep.store.retention import RetentionStore
 from chatkeep.store.migrate import ensure_schema
+from chatkeep.store.quotas import QuotaStore
 from chatkeep.store.repository import Repository, UsageLine
+from chatkeep.store.retention import RetentionStore
 from chatkeep.tokens import HeuristicCounter, TokenCounter
 
 
@@ -128,6 +130,9 @@ class Chatkeep:
             memory_idle_days=self.config.privacy.memory_retention_days,
             on_deleted=self._forget_cached)
         self.sessions.on_delete.append(lambda _session_id: self._forget_cached())
+        # Quotas (issue 33): a reservation before every model call made for a tenant.
+        self.quotas = QuotaService(QuotaStore(self.engine, self.repository.clock),
+                                   self.config.quotas, self.repository.clock)
 
     def _forget_cached(self) -> None:
         forget_cached(self.privacy, self.memory)

@@ -258,6 +258,46 @@ class StoreConfig:
 
 
 @dataclass
+class QuotaConfig:
+    """Per-tenant token quotas (``keep.quotas``; docs/quotas.md)."""
+
+    default_tokens: int | None = None
+    """The quota of a tenant that has none of its own (``None``: such tenants are not
+    limited)."""
+    default_window: str = "day"
+    """The default quota's window: ``day``, ``month`` (UTC) or a length (``24h``)."""
+    lease: float = 600.0
+    """Seconds a reservation is held before the sweep ends it (a worker killed
+    mid-call): longer than the slowest model call."""
+    count_expired: bool = True
+    """A reservation whose lease ended counts at its reserved amount (``false``:
+    released), so a killed worker never lets a tenant over-spend."""
+    output_ceiling: int = 4096
+    """The output tokens reserved for a call that names no ``max_output_tokens``
+    (chatkeep's own distillation; a framework call without its own limit)."""
+
+    def validate(self) -> None:
+        """Raise ``ConfigError`` for a negative default or lease, or an unknown window."""
+        from chatkeep.errors import ChatkeepError
+
+        if self.default_tokens is not None and (
+                isinstance(self.default_tokens, bool) or self.default_tokens < 0):
+            raise ConfigError(f"quotas.default_tokens must be a non-negative integer, got "
+                              f"{self.default_tokens!r}")
+        if not self.lease > 0:
+            raise ConfigError(f"quotas.lease must be positive, got {self.lease!r}")
+        if self.output_ceiling < 1:
+            raise ConfigError(f"quotas.output_ceiling must be positive, got "
+                              f"{self.output_ceiling!r}")
+        from chatkeep.quotas.windows import parse_window
+
+        try:
+            parse_window(self.default_window)
+        except ChatkeepError as exc:
+            raise ConfigError(f"quotas.default_window: {exc}") from None
+
+
+@dataclass
 class Config:
     """All of chatkeep's settings; every section has working defaults."""
 
@@ -266,6 +306,7 @@ class Config:
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
+    quotas: QuotaConfig = field(default_factory=QuotaConfig)
 
     def validate(self) -> Self:
         """Validate every section; returns ``self`` for chaining."""
@@ -274,6 +315,7 @@ class Config:
         self.memory.validate()
         self.privacy.validate()
         self.store.validate()
+        self.quotas.validate()
         return self
 
     @classmethod

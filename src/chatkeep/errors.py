@@ -25,14 +25,17 @@ working::
     │   └── SummaryReplyError             the summarizer's JSON reply is off-shape
     ├── DistillationError                 a range could not become memories
     ├── PrivacyError                      redaction could not be applied: nothing is sent
-    └── StoreError                        the database refused, or cannot be reached
-        └── ConnectionLost                the connection died mid-call (a restart)
-"""
+    ├── QuotaExceeded                     a tenant's token quota cannot hold the call: nothing sent
     ├── InvalidDump (ValueError)          a dump cut short, edited, or holding rows it may not
     │                                     create: nothing is restored
     ├── DumpWriteError (OSError)          a dump could not be written (a full disk): no file
+    └── StoreError                        the database refused, or cannot be reached
+        └── ConnectionLost                the connection died mid-call (a restart)
+"""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 
 class ChatkeepError(Exception):
@@ -125,6 +128,31 @@ class PrivacyError(ChatkeepError):
     """Redaction could not be applied (missing key, missing optional backend, ...)."""
 
 
+class QuotaExceeded(ChatkeepError):
+    """The tenant's token quota (or its actor's) cannot hold this call's reservation: the
+    call is refused before anything is sent. ``remaining`` is what the quota still holds
+    (held reservations counted), ``resets_at`` when its window frees it (``None``: only
+    settling held reservations frees it)."""
+
+    def __init__(self, message: str, *, tenant: object = None, actor: object = None,
+                 requested: int = 0, remaining: int = 0,
+                 resets_at: datetime | None = None) -> None:
+        super().__init__(message)
+        self.tenant, self.actor = tenant, actor
+        self.requested, self.remaining, self.resets_at = requested, remaining, resets_at
+
+
+class InvalidDump(ChatkeepError, ValueError):
+    """A dump ``chatkeep import`` refuses, before it writes anything: cut short, edited
+    (its trailer's counts or digest disagree), a row the API would refuse, or a row that
+    does not belong to what the dump itself creates (another tenant's session or scope)."""
+
+
+class DumpWriteError(ChatkeepError, OSError):
+    """A dump could not be written (a full disk, a closed pipe): the file it was to
+    replace is untouched and no partial file is left behind."""
+
+
 class StoreError(ChatkeepError):
     """The database refused an operation in a way the caller should know about."""
 
@@ -146,14 +174,3 @@ class ConnectionLost(StoreError):
     nothing of the call was committed, and every pooled connection older than this one is
     replaced before it is used again. Reads are retried once on a fresh connection; a
     write is not (it may be retried by the caller, who knows whether it is safe)."""
-class InvalidDump(ChatkeepError, ValueError):
-    """A dump ``chatkeep import`` refuses, before it writes anything: cut short, edited
-    (its trailer's counts or digest disagree), a row the API would refuse, or a row that
-    does not belong to what the dump itself creates (another tenant's session or scope)."""
-
-
-class DumpWriteError(ChatkeepError, OSError):
-    """A dump could not be written (a full disk, a closed pipe): the file it was to
-    replace is untouched and no partial file is left behind."""
-
-

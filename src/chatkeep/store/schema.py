@@ -318,3 +318,42 @@ chat_lifecycle_log = Table(
 )
 """Who did what, when, to which scope, with what counts: the record of deletes,
 erasures, holds and sweeps (no personal content)."""
+
+# -- quotas (issue 33): a tenant's token quota and the reservations held on it -------------
+# Windows are whole epoch seconds (UTC), so a window's roll-over is the same arithmetic on
+# both databases.
+
+chat_quotas = Table(
+    "chat_quotas",
+    metadata,
+    *_ref_columns("tenant", nullable=False),
+    Column("scope_key", String(400), nullable=False),  # "" (tenant-wide) or "actor:..."
+    *_ref_columns("actor", nullable=True),
+    Column("tokens", BigInteger, nullable=False),
+    Column("window_kind", String(16), nullable=False),  # day | month | rolling
+    Column("window_seconds", Integer, nullable=False, default=0),
+    Column("window_end", BigInteger, nullable=False),
+    Column("spent", BigInteger, nullable=False, default=0),
+    Column("reserved", BigInteger, nullable=False, default=0),
+    Column("updated_at", TS, nullable=False),
+    PrimaryKeyConstraint("tenant_type", "tenant_id", "scope_key", name="pk_chat_quotas"),
+)
+"""A quota: ``tokens`` per window for a tenant (or one of its actors); ``spent`` in the
+current window (ending at ``window_end``) and ``reserved`` by calls not settled yet."""
+
+chat_reservations = Table(
+    "chat_reservations",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    *_ref_columns("tenant", nullable=False),
+    Column("key_a", String(400), nullable=True),  # the quota rows it holds on
+    Column("key_b", String(400), nullable=True),
+    Column("tokens", BigInteger, nullable=False),
+    Column("session_id", String(36), nullable=True),
+    Column("purpose", String(16), nullable=False),
+    Column("lease_until", BigInteger, nullable=False),
+    Column("created_at", TS, nullable=False),
+    Index("ix_chat_reservations_lease", "lease_until"),
+)
+"""A call's reservation until it is settled or released; one whose lease ended is counted
+at its reserved amount by the sweep (a worker killed mid-call)."""

@@ -1,0 +1,299 @@
+"""Quotas' SQL (issue 33): the quota rows, and the reservation each call holds on them.
+
+Every statement is built once and run through the store's transports (SQLAlchemy Core,
+or the driver itself, :mod:`chatkeep.store.executor`), the same objects on SQLite and
+PostgreSQL, so PgBouncer in transaction mode sees nothing that outlives its transaction.
+A reservation is one transaction: a conditional ``UPDATE ... RETURNING`` of the quota rows
+that apply (the tenant's and its actor's), which on PostgreSQL locks those rows until the
+commit and on SQLite runs under ``BEGIN IMMEDIATE`` (one writer at a time); if a returned
+row is over its quota the transaction is rolled back and nothing was written, otherwise
+the reservation's own row (with its lease) is inserted in the same transaction. Settling
+deletes that row and moves its tokens from ``reserved`` to ``spent`` (the real usage),
+again in one transaction. A window rolls over inside the same statements: the arithmetic
+is on epoch seconds, so it is the same on both databases.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, Engine, and_, bindparam, case, delete, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from chatkeep.errors import QuotaExceeded
+from chatkeep.refs import Ref
+from chatkeep.store.direct import driver_transport
+from chatkeep.store.executor import CoreTransport, Transport
+from chatkeep.store.rows import as_utc, utcnow
+from chatkeep.store.schema import chat_quotas, chat_reservations
+
+TENANT_KEY = ""
+"""The scope key of a tenant-wide quota."""
+NO_KEY = "-"
+"""A key no quota row has (a reservation that holds on one row only)."""
+
+_Q = chat_quotas.c
+_R = chat_reservations.c
+_NOW = bindparam("b_now", type_=BigInteger())
+_ROLLED = _Q.window_end <= _NOW
+_NEW_END = case((_Q.window_kind == "day", bindparam("b_day_end", type_=BigInteger())),
+                (_Q.window_kind == "month", bindparam("b_month_end", type_=BigInteger())),
+                else_=_NOW + _Q.window_seconds)
+_ROLL_END = case((_ROLLED, _NEW_END), else_=_Q.window_end)
+_ROLL_SPENT = case((_ROLLED, 0), else_=_Q.spent)
+_TENANT = and_(_Q.tenant_type == bindparam("b_tenant_type"),
+               _Q.tenant_id == bindparam("b_tenant_id"))
+_KEYS = and_(_TENANT, _Q.scope_key.in_([bindparam("b_key_a"), bindparam("b_key_b")]))
+_RETURNED = (_Q.scope_key, _Q.tokens, _Q.spent, _Q.reserved, _Q.window_end)
+
+RESERVE = (update(chat_quotas).where(_KEYS)
+           .values(window_end=_ROLL_END, spent=_ROLL_SPENT,
+                   reserved=_Q.reserved + bindparam("b_tokens", type_=BigInteger()))
+           .returning(*_RETURNED))
+"""Add a call's tokens to ``reserved`` on the quota rows that apply (rolling a window
+over that ended); the caller checks the returned rows and rolls back if one is over."""
+_HELD = bindparam("b_held", type_=BigInteger())
+SETTLE = (update(chat_quotas).where(_KEYS)
+          .values(window_end=_ROLL_END,
+                  spent=_ROLL_SPENT + bindparam("b_used", type_=BigInteger()),
+                  reserved=case((_Q.reserved > _HELD, _Q.reserved - _HELD), else_=0))
+          .returning(*_RETURNED))
+"""Move a reservation's tokens out of ``reserved``, its real usage into ``spent``."""
+TAKE_RESERVATION = (delete(chat_reservations).where(_R.id == bindparam("b_id"))
+                    .returning(_R.tenant_type, _R.tenant_id, _R.key_a, _R.key_b, _R.tokens))
+TAKE_EXPIRED = (delete(chat_reservations)
+                .where(_R.id == bindparam("b_id"), _R.lease_until <= _NOW)
+                .returning(_R.tenant_type, _R.tenant_id, _R.key_a, _R.key_b, _R.tokens))
+INSERT_RESERVATION = insert(chat_reservations)
+EXPIRED = (select(_R.id).where(_R.lease_until <= _NOW).order_by(_R.lease_until, _R.id)
+           .limit(bindparam("b_limit")))
+QUOTAS_OF = select(chat_quotas).where(_KEYS)
+ALL_QUOTAS = select(chat_quotas).order_by(_Q.tenant_type, _Q.tenant_id, _Q.scope_key)
+TENANT_QUOTAS = select(chat_quotas).where(_TENANT).order_by(_Q.scope_key)
+SET_QUOTA = (update(chat_quotas).where(_KEYS)
+             .values(tokens=bindparam("b_quota", type_=BigInteger()),
+                     window_kind=bindparam("b_kind"), window_seconds=bindparam("b_seconds"),
+                     window_end=case((_Q.window_kind == bindparam("b_kind"), _Q.window_end),
+                                     else_=bindparam("b_end", type_=BigInteger())),
+                     updated_at=bindparam("b_at"))
+             .returning(*_RETURNED))
+INSERT_QUOTA = insert(chat_quotas)
+INSERT_DEFAULT = {"sqlite": sqlite.insert(chat_quotas).on_conflict_do_nothing(),
+                  "postgresql": postgresql.insert(chat_quotas).on_conflict_do_nothing()}
+"""The config's default quota for a tenant that has none (a concurrent insert wins)."""
+CLEAR_QUOTA = delete(chat_quotas).where(_KEYS).returning(_Q.scope_key)
+RESERVATIONS_OF = (select(_R.id, _R.tokens, _R.purpose, _R.session_id, _R.lease_until,
+                          _R.key_a, _R.key_b)
+                   .where(_R.tenant_type == bindparam("b_tenant_type"),
+                          _R.tenant_id == bindparam("b_tenant_id"))
+                   .order_by(_R.lease_until))
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaRow:
+    """A stored quota as read: its limit and window, what the current window spent
+    (ending at ``window_end``, epoch seconds) and what is reserved."""
+
+    tenant: Ref
+    actor: Ref | None
+    tokens: int
+    window_kind: str
+    window_seconds: int
+    window_end: int
+    spent: int
+    reserved: int
+    updated_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A reservation written: its id, its tokens, and its lease's end (epoch seconds)."""
+
+    id: str
+    tokens: int
+    lease_until: int
+
+
+@dataclass(frozen=True, slots=True)
+class Clock:
+    """The instants a statement's window arithmetic needs, in epoch seconds."""
+
+    now: int
+    day_end: int
+    month_end: int
+
+    def params(self) -> dict[str, int]:
+        """As bind parameters."""
+        return {"b_now": self.now, "b_day_end": self.day_end, "b_month_end": self.month_end}
+
+
+def actor_key(actor: Ref | None) -> str:
+    """The scope key of ``actor``'s quota (``NO_KEY`` for none)."""
+    return NO_KEY if actor is None else f"actor:{actor.type}:{actor.id_text}"
+
+
+def _keys(tenant: Ref, actor: Ref | None) -> dict[str, Any]:
+    return {"b_tenant_type": tenant.type, "b_tenant_id": tenant.id_text,
+            "b_key_a": TENANT_KEY, "b_key_b": actor_key(actor)}
+
+
+def _row(row: Any) -> QuotaRow:
+    """A ``select(chat_quotas)`` row, read by position (as every transport returns it)."""
+    (tenant_type, tenant_id, tenant_int, _key, actor_type, actor_id, actor_int, tokens,
+     kind, seconds, end, spent, reserved, updated_at) = row
+    tenant = Ref.from_columns(tenant_type, tenant_id, tenant_int)
+    assert tenant is not None
+    return QuotaRow(tenant, Ref.from_columns(actor_type, actor_id, actor_int), int(tokens),
+                    str(kind), int(seconds), int(end), int(spent), int(reserved),
+                    as_utc(updated_at))
+
+
+class QuotaStore:
+    """The quota procedures over one engine. Thread-safe; one per keep."""
+
+    def __init__(self, engine: Engine, clock: Callable[[], datetime] = utcnow) -> None:
+        self.engine = engine
+        self.clock = clock
+        self._transport: Transport = driver_transport(engine) or CoreTransport(engine)
+
+    # -- quotas ---------------------------------------------------------------------------
+
+    def set(self, tenant: Ref, actor: Ref | None, tokens: int, kind: str, seconds: int,
+            window_end: int) -> None:
+        """Store the quota (replacing its limit and window; what the window spent and
+        what is reserved stay; a changed window kind starts at ``window_end``)."""
+        params = {**_keys(tenant, actor), "b_key_a": actor_key(actor) if actor else
+                  TENANT_KEY, "b_key_b": NO_KEY, "b_quota": tokens, "b_kind": kind,
+                  "b_seconds": seconds, "b_end": window_end, "b_at": self.clock()}
+        with self._transport.transaction() as ex:
+            if ex.rows(SET_QUOTA, params):
+                return
+            ex.many(INSERT_QUOTA, [self._new_row(tenant, actor, tokens, kind, seconds,
+                                                 window_end)])
+
+    def _new_row(self, tenant: Ref, actor: Ref | None, tokens: int, kind: str, seconds: int,
+                 window_end: int) -> dict[str, Any]:
+        return {"tenant_type": tenant.type, "tenant_id": tenant.id_text,
+                "tenant_id_int": tenant.id_is_int,
+                "scope_key": TENANT_KEY if actor is None else actor_key(actor),
+                "actor_type": actor.type if actor else None,
+                "actor_id": actor.id_text if actor else None,
+                "actor_id_int": actor.id_is_int if actor else None,
+                "tokens": tokens, "window_kind": kind, "window_seconds": seconds,
+                "window_end": window_end, "spent": 0, "reserved": 0,
+                "updated_at": self.clock()}
+
+    def get(self, tenant: Ref, actor: Ref | None) -> QuotaRow | None:
+        """The stored quota of ``tenant`` (``actor=None``) or of its ``actor``."""
+        params = {**_keys(tenant, None), "b_key_a": actor_key(actor) if actor else
+                  TENANT_KEY}
+        with self._transport.reading() as ex:
+            rows = ex.rows(QUOTAS_OF, params)
+        return _row(rows[0]) if rows else None
+
+    def quotas(self, tenant: Ref | None) -> list[QuotaRow]:
+        """Every stored quota (or ``tenant``'s: its own and its actors'), in key order."""
+        with self._transport.reading() as ex:
+            if tenant is None:
+                rows = ex.rows(ALL_QUOTAS, {})
+            else:
+                rows = ex.rows(TENANT_QUOTAS, {"b_tenant_type": tenant.type,
+                                               "b_tenant_id": tenant.id_text})
+        return [_row(r) for r in rows]
+
+    def clear(self, tenant: Ref, actor: Ref | None) -> bool:
+        """Remove the quota; reservations held on it are then settled against nothing."""
+        params = {**_keys(tenant, None), "b_key_a": actor_key(actor) if actor else
+                  TENANT_KEY}
+        with self._transport.transaction() as ex:
+            return bool(ex.rows(CLEAR_QUOTA, params))
+
+    def reservations(self, tenant: Ref) -> list[tuple[str, int, str, str | None, int]]:
+        """``tenant``'s held reservations: ``(id, tokens, purpose, session_id,
+        lease_until)``, the lease ending first."""
+        with self._transport.reading() as ex:
+            rows = ex.rows(RESERVATIONS_OF, {"b_tenant_type": tenant.type,
+                                             "b_tenant_id": tenant.id_text})
+        return [(str(r[0]), int(r[1]), str(r[2]), r[3], int(r[4])) for r in rows]
+
+    # -- reservations ---------------------------------------------------------------------
+
+    def reserve(self, tenant: Ref, actor: Ref | None, tokens: int, clock: Clock, *,
+                lease_until: int, purpose: str, session_id: str | None,
+                default: tuple[int, str, int, int] | None = None) -> Held | None:
+        """Reserve ``tokens`` on every quota that applies to ``tenant`` (and ``actor``),
+        all or none: ``None`` when no quota applies (nothing written); ``QuotaExceeded``
+        when one cannot hold them (rolled back: nothing written). ``default``: the
+        config's ``(tokens, kind, seconds, window_end)`` for a tenant without a quota."""
+        params = {**_keys(tenant, actor), **clock.params(), "b_tokens": tokens}
+        with self._transport.transaction() as ex:
+            if default is not None:
+                ex.many(INSERT_DEFAULT[self._transport.dialect],
+                        [self._new_row(tenant, None, *default)])
+            rows = ex.rows(RESERVE, params)
+            if not rows:
+                return None
+            over = [r for r in rows if int(r[2]) + int(r[3]) > int(r[1])]
+            if over:
+                raise _exceeded(tenant, actor, tokens, rows, clock.now)
+            held = Held(str(uuid.uuid4()), tokens, lease_until)
+            keys = {str(r[0]) for r in rows}
+            ex.many(INSERT_RESERVATION, [{
+                "id": held.id, "tenant_type": tenant.type, "tenant_id": tenant.id_text,
+                "tenant_id_int": tenant.id_is_int,
+                "key_a": TENANT_KEY if TENANT_KEY in keys else None,
+                "key_b": next((k for k in keys if k != TENANT_KEY), None),
+                "tokens": tokens, "session_id": session_id, "purpose": purpose,
+                "lease_until": lease_until, "created_at": self.clock()}])
+            return held
+
+    def settle(self, reservation_id: str, used: int | None, clock: Clock) -> bool:
+        """Settle the reservation: ``used`` tokens spent (``None``: its reserved amount;
+        0: released). ``False`` when it was settled already, or swept."""
+        return self._settle(TAKE_RESERVATION, reservation_id, used, clock)
+
+    def _settle(self, take: Any, reservation_id: str, used: int | None, clock: Clock) -> bool:
+        with self._transport.transaction() as ex:
+            taken = ex.rows(take, {"b_id": reservation_id, **clock.params()})
+            if not taken:
+                return False
+            tenant_type, tenant_id, key_a, key_b, held = taken[0]
+            ex.rows(SETTLE, {"b_tenant_type": tenant_type, "b_tenant_id": tenant_id,
+                             "b_key_a": NO_KEY if key_a is None else key_a,
+                             "b_key_b": NO_KEY if key_b is None else key_b,
+                             **clock.params(), "b_held": int(held),
+                             "b_used": int(held) if used is None else used})
+            return True
+
+    def expired(self, clock: Clock, limit: int) -> list[str]:
+        """Up to ``limit`` ids of reservations whose lease ended."""
+        with self._transport.reading() as ex:
+            return [str(r[0]) for r in ex.rows(EXPIRED, {"b_now": clock.now,
+                                                         "b_limit": limit})]
+
+    def expire(self, reservation_id: str, clock: Clock, *, count: bool) -> bool:
+        """End one reservation whose lease ended (re-checked under the write): counted at
+        its reserved amount (``count``) or released. ``False`` if settled meanwhile."""
+        return self._settle(TAKE_EXPIRED, reservation_id, None if count else 0, clock)
+
+
+def _exceeded(tenant: Ref, actor: Ref | None, tokens: int, rows: Sequence[Any],
+              now: int) -> QuotaExceeded:
+    """The refusal: the tightest quota's remaining tokens (before this reservation) and
+    when its window frees them."""
+    def left(r: Any) -> int:
+        return max(0, int(r[1]) - int(r[2]) - (int(r[3]) - tokens))
+
+    tight = min(rows, key=left)
+    remaining = left(tight)
+    whose = f"{tenant}" if str(tight[0]) == TENANT_KEY else f"{actor} of {tenant}"
+    resets = datetime.fromtimestamp(int(tight[4]), UTC)
+    return QuotaExceeded(
+        f"quota exceeded for {whose}: {tokens} tokens asked, {remaining} of "
+        f"{int(tight[1])} left in this window (frees at {resets.isoformat()}); nothing "
+        "was sent", tenant=tenant, actor=actor if str(tight[0]) != TENANT_KEY else None,
+        requested=tokens, remaining=remaining, resets_at=resets)
