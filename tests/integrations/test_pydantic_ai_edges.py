@@ -53,7 +53,7 @@ from chatkeep.integrations.pydantic_ai import (
 )
 from chatkeep.integrations.pydantic_ai._scrub import scrub_request
 from chatkeep.testing import FakeAnthropicServer, FakeOpenAIServer, Reply
-from chatkeep.testing.fake_openai import pieces
+from chatkeep.testing.fake_openai import FakeServerBase, pieces
 
 ORG = Ref("organization", 1)
 EMAIL = "ana.garcia@example.com"
@@ -89,7 +89,7 @@ async def close(keep: Chatkeep | AsyncChatkeep) -> None:
         keep.close()
 
 
-def received(server: FakeOpenAIServer) -> str:
+def received(server: FakeServerBase) -> str:
     """Every byte the fake server received, as text."""
     assert not server.rejected, server.rejected
     return "\n".join(server.bodies())
