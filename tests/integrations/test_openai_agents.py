@@ -480,3 +480,45 @@ def test_a_fold_of_the_sdk_replay_ends_only_between_whole_tool_turns() -> None:
     # Not after the reasoning (2), not between a call and its outputs (3, 4), not after
     # a call the open turn answers (8, 9); a call nobody answers does not block.
     assert cuts == {0, 1, 5, 6, 7}
+
+
+def test_a_bounded_read_is_one_query_and_equals_the_replays_tail(world: World) -> None:
+    """``get_items(limit)`` reads what the limit asks for (issue 37 item 2): the newest
+    live items in one query, exactly the tail the whole replay would give; a limit that
+    reaches into the summary (or a redacting session, or a tail over budget) is answered
+    by the whole replay."""
+    from sqlalchemy import event
+
+    turns = []
+    for i in range(30):
+        turns += [{"role": "user", "content": f"question {i}"},
+                  {"type": "function_call", "call_id": f"c{i}", "name": "get_weather",
+                   "arguments": '{"city": "Oslo"}', "id": f"fc_{i}", "status": "completed"},
+                  {"type": "function_call_output", "call_id": f"c{i}", "output": f"{i}C"},
+                  {"type": "message", "role": "assistant", "id": f"m{i}",
+                   "status": "completed",
+                   "content": [{"type": "output_text", "text": f"It is {i}C.",
+                                "annotations": []}]}]
+
+    async def scenario() -> None:
+        async with world.keep() as keep:
+            session = await ChatkeepSession.open(keep, tenant=ORG)
+            await session.add_items(turns)
+            whole = await session.get_items()
+            engine = (await keep.core()).engine
+            statements: list[str] = []
+
+            def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+                statements.append(statement)
+
+            for limit in (1, 2, 5, 20, 119, 120, 500):
+                event.listen(engine, "before_cursor_execute", count)
+                try:
+                    bounded = await session.get_items(limit=limit)
+                finally:
+                    event.remove(engine, "before_cursor_execute", count)
+                assert bounded == whole[-limit:], (limit, bounded[:2], whole[-limit:][:2])
+            reads = [s for s in statements if "chat_messages" in s]
+            assert len(reads) == 7, reads  # one query per call, whatever the limit
+
+    run(scenario())

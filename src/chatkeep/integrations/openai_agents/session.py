@@ -48,10 +48,12 @@ from typing import TYPE_CHECKING, Any
 from chatkeep.aio import AsyncChatkeep, AsyncChatSession
 from chatkeep.aio.sessions import core_session
 from chatkeep.errors import ChatkeepError, PrivacyError, SessionNotFound
-from chatkeep.formats.openai_responses import message_to_items
+from chatkeep.formats.openai_responses import NAME, message_to_items
+from chatkeep.history.plan import message_cost
 from chatkeep.integrations.context import named_party
 from chatkeep.integrations.openai_agents import billing, runs
 from chatkeep.integrations.openai_agents.runs import RunState, as_dict
+from chatkeep.messages import Role
 from chatkeep.privacy.streaming import StreamRestorer
 from chatkeep.refs import Ref
 
@@ -167,6 +169,13 @@ class ChatkeepSession:
         if limit == 0:
             return []
         core = await self.keep.core()
+        if limit is not None and limit > 0:
+            newest = await self.keep.run(_newest, core, core_session(session),
+                                         self.system_prompt, limit)
+            if newest is not None:
+                if run is not None and not run.read:
+                    run.read, run.context = True, runs.newest_answer(list(newest))
+                return newest
         history = await self.keep.run(_replay, core, core_session(session),
                                       self.system_prompt)
         items: list[TResponseInputItem] = list(history)
@@ -428,6 +437,29 @@ def _replay(core: Chatkeep, session: ChatSession, system_prompt: str) -> History
     (chatkeep's own default replays closed turns as their text alone)."""
     return core.compressor.round(session, system_prompt, format="openai_responses",
                                  keep_closed_tool_turns=True).build()
+
+
+def _newest(core: Chatkeep, session: ChatSession, system_prompt: str,
+            limit: int) -> list[TResponseInputItem] | None:
+    """``get_items(limit)`` as the SDK reads it, one bounded query: the newest
+    ``limit`` live items, when that is exactly what the whole replay's tail would be
+    (the session does not redact, every one of them is after the summary's
+    watermark, none needs clipping, and together they fit the budget); ``None``
+    otherwise, and the whole replay answers."""
+    if core.privacy.redacts(session):
+        return None  # its text goes out read in context, through the replay's filter
+    watermark, messages = core.repository.read_tail(session.id, limit)
+    if messages and messages[0].seq <= watermark:
+        return None  # the limit reaches into the summary: the replay has its form
+    if any(message.role is Role.SYSTEM for message in messages):
+        return None  # pinned instructions go first in the replay
+    config, counter = core.compressor.config, core.compressor.counter
+    costs = [message_cost(message, counter, NAME) for message in messages]
+    if any(cost > config.max_message_tokens for cost in costs) or \
+            sum(costs) + counter.count(system_prompt) > config.max_history_tokens:
+        return None  # clipped or folded on the way out: the replay does that
+    items = [item for message in messages for item in message_to_items(message)]
+    return items[-limit:]  # type: ignore[return-value]
 
 
 def _session_settings(value: Any) -> Any:
