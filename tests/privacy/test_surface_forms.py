@@ -521,6 +521,7 @@ COST_FAMILIES: dict[str, Callable[[int], str]] = {
     "hex run": _repeat("616e61"),
     "hex escapes": _repeat("\\x61"),
     "url path of runs": _repeat("YW5hLmdhcm/"),
+    "dotted runs (JWT-like)": _repeat("QW5hQW5h."),
     "scraper at": _repeat("ana.garcia [at] "),
     "scraper dot": _repeat("ana dot garcia at example dot "),
     "spaced letters": _repeat("a n a g a r c i "),
@@ -585,6 +586,6 @@ def test_a_memory_carries_the_value_not_the_encoded_run_it_was_found_in() -> Non
     text = f"Noted: {JWT}"
     carried = unseal(seal_spans(vault.find_known(text), None) or "", None)
     assert [value for _, _, value in carried.entries()] == ["ana.garcia@example.com"]
-    assert {s.text for s in carried.find_known(f"again {JWT}")} == {JWT_PAYLOAD}
+    assert {s.text for s in carried.find_known(f"again {JWT}")} == {JWT}
     upper = unseal(seal_spans(vault.find_known("ANA.GARCIA@EXAMPLE.COM"), None) or "", None)
     assert [value for _, _, value in upper.entries()] == ["ANA.GARCIA@EXAMPLE.COM"]

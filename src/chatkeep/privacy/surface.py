@@ -238,8 +238,12 @@ def surface_view(text: str, *, _depth: int = 0) -> SurfaceView:
 def _segments(decoded: str, maps: list[_Map], depth: int) -> tuple[Segment, ...]:
     """The encoded runs of ``decoded`` (the text after ``maps``) that decode to printable
     text, with their offsets in the original text. A run with ``/`` in it (a URL's path)
-    is tried whole and piece by piece."""
+    is tried whole and piece by piece. A run joined to others by dots (a JWT:
+    ``header.payload.signature``) spans the whole token: the token is what gets redacted,
+    so a value restored into it later stands on its own, not glued between dots."""
     found: list[Segment] = []
+    chains = [m.span() for m in _DOTTED_TOKEN.finditer(decoded)] if "." in decoded else []
+    chain_starts = [start for start, _ in chains]
     for match in _ENCODED_RUN.finditer(decoded):
         run, at = match.group(), match.start()
         if run.endswith("=") and match.end() < len(decoded) and \
@@ -259,6 +263,9 @@ def _segments(decoded: str, maps: list[_Map], depth: int) -> tuple[Segment, ...]
             if not texts:
                 continue
             first, last = start, start + len(candidate)
+            i = bisect_right(chain_starts, first) - 1
+            if i >= 0 and chains[i][1] >= last:
+                first, last = chains[i]
             for step in reversed(maps):
                 first, last = step.source(first, last)
             found += [Segment(first, last, text, surface_view(text, _depth=depth + 1))
@@ -266,6 +273,8 @@ def _segments(decoded: str, maps: list[_Map], depth: int) -> tuple[Segment, ...]
     return tuple(found)
 
 
+#: Base64url runs joined by dots (a JWT), each found once per text.
+_DOTTED_TOKEN = re.compile(r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)+")
 _ENCODED_SET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-=")
 
 
