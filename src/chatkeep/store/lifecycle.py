@@ -46,7 +46,6 @@ from chatkeep.store.connections import (
 )
 from chatkeep.store.memory_index import FTS_TABLE, VECTOR_TABLE, vector_table_exists
 from chatkeep.store.rows import as_utc, message_from_row, utcnow
-from chatkeep.store.statements import MESSAGE_COLUMNS
 from chatkeep.store.schema import (
     chat_erased_items,
     chat_erasures,
@@ -61,6 +60,7 @@ from chatkeep.store.schema import (
     ref_filter,
     ref_values,
 )
+from chatkeep.store.statements import MESSAGE_COLUMNS
 
 SCOPES = ("session", "actor", "subject", "tenant")
 """What can be erased: one session, an actor's or a subject's data, a whole tenant."""
