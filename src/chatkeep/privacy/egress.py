@@ -201,14 +201,18 @@ class SessionEgress:
         return result  # type: ignore[no-any-return]
 
     def _detect(self, text: str, context: str | None = None) -> list[Span]:
-        """Pass one: what the detector finds in ``text`` (read with ``context``, if any)
-        joins the vault now, so pass two redacts it wherever it stands in the body. Text
-        this egress produced was already read with its context; only the vault's values
-        are looked for in it again."""
+        """Pass one: what the detector finds in ``text`` joins the vault now, so pass two
+        redacts it wherever it stands in the body. A ``context`` only adds findings: the
+        text is read without it too (a question can also make a recognizer doubt a value,
+        "order number?" before a bare number, and a body's older strings did not answer
+        it). Text this egress produced was already read with its context; only the
+        vault's values are looked for in it again."""
         if text in self._produced or not text.strip():
             return []
         detector = self.redactor.detector
-        spans = detector.detect(text, context) if context else detector.detect(text)
+        spans = detector.detect(text)
+        if context:
+            spans = [*spans, *detector.detect(text, context)]  # pass two resolves overlaps
         for span in spans:
             self.vault.placeholder_for(span.entity_type, span.text, span.canonical)
         return spans
