@@ -133,6 +133,7 @@ class Chatkeep:
         # Quotas (issue 33): a reservation before every model call made for a tenant.
         self.quotas = QuotaService(QuotaStore(self.engine, self.repository.clock),
                                    self.config.quotas, self.repository.clock)
+        self.compressor.quotas = self.quotas
 
     def _forget_cached(self) -> None:
         forget_cached(self.privacy, self.memory)

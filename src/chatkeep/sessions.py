@@ -86,6 +86,9 @@ class ChatSession:
         self._counter = counter or HeuristicCounter()
         # privacy.keep_retracted_text: delete_last / clear retract (kept for audit).
         self._keep_retracted = keep_retracted_text
+        # The quota reservation build_history(max_output_tokens=) holds for the next call
+        # (see hold_reservation); add_assistant_response settles it.
+        self._reservation: Callable[[Usage | None], object] | None = None
 
     def __repr__(self) -> str:
         return (f"ChatSession(id={self.id!r}, tenant={self.tenant}, actor={self.actor}, "
@@ -310,7 +313,11 @@ class ChatSession:
         """
         metadata = check_metadata(metadata, error=InvalidMessage)
         turn = _reading("a model response", read_response, response)
-        return self.add_drafts([MessageDraft.from_turn(turn, metadata)])[0]
+        message = self.add_drafts([MessageDraft.from_turn(turn, metadata)])[0]
+        settle, self._reservation = self._reservation, None
+        if settle is not None:  # the reservation build_history held, at the real usage
+            settle(turn.usage)
+        return message
 
     def record(self, payload: Any, *, format: str) -> list[Message]:
         """Record request-side messages written in a wire format, atomically (all or none).
@@ -596,6 +603,15 @@ def _check_same_parties(row: SessionRow, actor: Ref | None, subject: Ref | None)
 
 def _shown(ref: Ref | None) -> str:
     return "none" if ref is None else str(ref)
+
+
+def hold_reservation(session: ChatSession,
+                     settle: Callable[[Usage | None], object] | None) -> None:
+    """Hold ``settle`` for ``session``'s next recorded answer: ``add_assistant_response``
+    calls it with the answer's usage (``None``: none reported, so the reserved amount
+    counts). What ``build_history(..., max_output_tokens=N)`` uses; a newer hold replaces
+    an older one, which its lease then ends."""
+    session._reservation = settle
 
 
 def check_session(tenant: object, actor: object = None, subject: object = None, *,

@@ -43,23 +43,28 @@ class AsyncHistoryCompressor(Twin[HistoryCompressor]):
     @overload
     async def build_history(self, session: AnySession, system_prompt: str, *,
                             memories: Sequence[str] | None = None,
-                            format: Literal["openai_chat"] = "openai_chat") -> ChatHistory: ...
+                            format: Literal["openai_chat"] = "openai_chat",
+                            max_output_tokens: int | None = None) -> ChatHistory: ...
 
     @overload
     async def build_history(self, session: AnySession, system_prompt: str, *,
                             memories: Sequence[str] | None = None,
-                            format: Literal["openai_responses"]) -> ResponsesHistory: ...
+                            format: Literal["openai_responses"],
+                            max_output_tokens: int | None = None) -> ResponsesHistory: ...
 
     @overload
     async def build_history(self, session: AnySession, system_prompt: str, *,
                             memories: Sequence[str] | None = None,
-                            format: Literal["anthropic_messages"]) -> AnthropicHistory: ...
+                            format: Literal["anthropic_messages"],
+                            max_output_tokens: int | None = None) -> AnthropicHistory: ...
 
     @bridged
     async def build_history(self, session: AnySession, system_prompt: str, *,
                             memories: Sequence[str] | None = None,
-                            format: str = "openai_chat") -> History[Any]:
-        """The messages to send next (see ``HistoryCompressor.build_history``); the
+                            format: str = "openai_chat",
+                            max_output_tokens: int | None = None) -> History[Any]:
+        """The messages to send next (see ``HistoryCompressor.build_history``, which
+        also says how ``max_output_tokens`` reserves the call on the tenant's quota); the
         summarizer and the distiller it dispatches are awaited, never block the loop."""
 
     @overload

@@ -129,6 +129,12 @@ class HistoryInfo:
     would_fold: int = 0
     """Messages the next ``build_history`` would fold into the summary (a preview's
     forecast; 0 for a real build, which folds them)."""
+    reservation: str | None = None
+    """The id of the quota reservation ``build_history(..., max_output_tokens=N)`` holds
+    for this call (``None``: none held); ``add_assistant_response`` settles it."""
+    fold_refused: str | None = None
+    """Why the fold this call planned was not made for quota (the tenant's quota could not
+    hold the summarizer's call): the previous summary was kept."""
 
     @property
     def over_budget(self) -> bool:

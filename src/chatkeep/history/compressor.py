@@ -26,13 +26,20 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, overload
 
 from chatkeep.config import ChatConfig
-from chatkeep.errors import IncompleteToolTurn, InvalidArgument, ModelError
+from chatkeep.errors import IncompleteToolTurn, InvalidArgument, ModelError, QuotaExceeded
 from chatkeep.formats import AnthropicHistory, History, HistoryInfo, get_format
 from chatkeep.formats.openai_chat import ChatHistory
 from chatkeep.formats.openai_responses import ResponsesHistory
 from chatkeep.history.clip import redact_then_clip
 from chatkeep.history.plan import plan_history, previous_texts
-from chatkeep.history.round import FoldResult, HistoryRound, LostRace, RetryPolicy, scrubbed
+from chatkeep.history.round import (
+    Deferred,
+    FoldResult,
+    HistoryRound,
+    LostRace,
+    RetryPolicy,
+    scrubbed,
+)
 from chatkeep.history.summarizers.base import StructuredSummarizer, Summarizer, SummaryResult
 from chatkeep.history.summarizers.extractive import ExtractiveSummarizer
 from chatkeep.history.summarizers.llm import LLMSummarizer
@@ -41,7 +48,8 @@ from chatkeep.llm.adapt import as_chat_model
 from chatkeep.messages import Message
 from chatkeep.privacy.egress import OPEN, Egress, bound
 from chatkeep.privacy.filters import OutboundFilter
-from chatkeep.sessions import ChatSession
+from chatkeep.quotas import QuotaService, Reservation
+from chatkeep.sessions import ChatSession, hold_reservation
 from chatkeep.store.repository import Repository
 from chatkeep.store.rows import utcnow
 from chatkeep.tokens import HeuristicCounter, TokenCounter
@@ -54,6 +62,8 @@ MEMORY_HEADER = "\n\nWhat you remember that applies to this conversation:\n"
 FOLD_JOB = "fold"
 #: Tokens reserved in each summarizer call for its instructions and framing.
 SUMMARY_PROMPT_RESERVE = 400
+#: How ``history.info.fold_refused`` begins: the tenant's quota refused the fold's call.
+QUOTA_REFUSED = "refused for quota"
 
 
 class RecalledMemory(Protocol):
@@ -111,6 +121,9 @@ class HistoryCompressor:
         self.on_backlog: list[CompressHook] = []
         self.memory_provider = memory_provider
         self.repository = repository
+        #: Reserves each model call on the session tenant's quota (``keep.quotas``; the
+        #: keep sets it): the summarizer's folds, and ``build_history(max_output_tokens=)``.
+        self.quotas: QuotaService | None = None
 
     def _make_summarizer(self, client: Any) -> Summarizer:
         if client is None:
@@ -126,21 +139,25 @@ class HistoryCompressor:
     @overload
     def build_history(self, session: ChatSession, system_prompt: str, *,
                       memories: Sequence[str] | None = None,
-                      format: Literal["openai_chat"] = "openai_chat") -> ChatHistory: ...
+                      format: Literal["openai_chat"] = "openai_chat",
+                      max_output_tokens: int | None = None) -> ChatHistory: ...
 
     @overload
     def build_history(self, session: ChatSession, system_prompt: str, *,
                       memories: Sequence[str] | None = None,
-                      format: Literal["openai_responses"]) -> ResponsesHistory: ...
+                      format: Literal["openai_responses"],
+                      max_output_tokens: int | None = None) -> ResponsesHistory: ...
 
     @overload
     def build_history(self, session: ChatSession, system_prompt: str, *,
                       memories: Sequence[str] | None = None,
-                      format: Literal["anthropic_messages"]) -> AnthropicHistory: ...
+                      format: Literal["anthropic_messages"],
+                      max_output_tokens: int | None = None) -> AnthropicHistory: ...
 
     def build_history(self, session: ChatSession, system_prompt: str, *,
                       memories: Sequence[str] | None = None,
-                      format: str = "openai_chat") -> History[Any]:
+                      format: str = "openai_chat",
+                      max_output_tokens: int | None = None) -> History[Any]:
         """The messages to send next, in ``format``: system prompt (+ memories), pinned
         system messages, summary, closed turns' text, then the open turn verbatim.
 
@@ -154,8 +171,27 @@ class HistoryCompressor:
         with the previous summary. ``session`` or ``memories`` of the wrong type is
         ``InvalidArgument``. Fails closed on privacy:
         if the session redacts and redaction cannot run, ``PrivacyError`` is raised.
+
+        ``max_output_tokens``: the output ceiling you give the model call. With it, the
+        call's tokens (this history's estimate plus the ceiling) are reserved on the
+        session tenant's quota (and its actor's) before the history is returned:
+        ``QuotaExceeded`` when they do not fit (send nothing then). The reservation's id
+        is ``history.info.reservation``; ``session.add_assistant_response(reply)`` settles
+        it at the reply's usage (``keep.quotas.release(id)`` when the call fails).
         """
-        return self.round(session, system_prompt, memories=memories, format=format).build()
+        if max_output_tokens is not None:
+            check_output_ceiling(max_output_tokens)
+        history = self.round(session, system_prompt, memories=memories,
+                             format=format).build()
+        if max_output_tokens is None or self.quotas is None:
+            return history
+        held = self.quotas.reserve(session.tenant, history.info.tokens + max_output_tokens,
+                                   actor=session.actor, session_id=session.id,
+                                   purpose="chat")
+        if held.id is not None:
+            hold_reservation(session, held.settle)
+            history.info = dataclasses.replace(history.info, reservation=held.id)
+        return history
 
     def round(self, session: ChatSession, system_prompt: str, *,
               memories: Sequence[str] | None = None, format: str = "openai_chat",
@@ -302,12 +338,15 @@ class HistoryCompressor:
 
     def _summarize(self, session: ChatSession, previous: StructuredSummary | None,
                    fold: Sequence[Message], egress: Egress, *, max_calls: int | None = None,
-                   renew: Callable[[], bool] = lambda: True) -> FoldResult | LostRace | None:
+                   renew: Callable[[], bool] = lambda: True
+                   ) -> FoldResult | LostRace | Deferred | None:
         """Fold ``fold`` chunk by chunk, in at most ``max_calls`` summarizer calls; returns
         the new summary and the seq it covers, or ``None`` when the first chunk failed. A
         later chunk's failure keeps what the earlier ones folded (the watermark stops
         there), so progress is never thrown away; so does a lost claim (``renew``, called
-        between calls to extend the fold's lease, answers ``False``). The placeholders of
+        between calls to extend the fold's lease, answers ``False``), and a call the
+        tenant's quota cannot hold (``Deferred(quota=True)`` when it is the first: nothing
+        was sent, the previous summary stays). The placeholders of
         every chunk are stored before the first call (``LostRace("vault")`` when another
         writer stored first: the caller plans again), and each call goes out through
         ``egress``."""
@@ -324,13 +363,24 @@ class HistoryCompressor:
                          "far", session.id)
                 break
             try:
+                held = self._reserve_fold(session, summary, chunk)
+            except QuotaExceeded as exc:  # never raise: the previous summary stays
+                log.warning("session %s: not folding: %s", session.id, exc)
+                if index == 0:
+                    return Deferred(f"{QUOTA_REFUSED}: {exc}", quota=True)
+                break
+            try:
                 with bound(egress):
                     result, folded = self._fold(summary, chunk)
             except Exception as exc:  # never raise to the caller: replay instead
+                if held is not None:
+                    held.release()
                 log.warning("session %s: summarizer failed (%s: %s); keeping the previous "
                             "summary and replaying everything after seq %d", session.id,
                             type(exc).__name__, exc, through or session.row.summary_watermark)
                 break
+            if held is not None:
+                held.settle(result.usage)
             self._bill(session, result)
             calls += 1
             if result.usage is not None:
@@ -346,6 +396,20 @@ class HistoryCompressor:
                                              "completion_tokens": completion_tokens,
                                              "model": model},
                           more=through < fold[-1].seq)
+
+    def _reserve_fold(self, session: ChatSession, previous: StructuredSummary | None,
+                      chunk: Sequence[Message]) -> Reservation | None:
+        """The reservation of one summarizer call (its input: the previous summary, the
+        chunk and the instructions; its output ceiling: the summary's limit), or ``None``
+        when no model is called (the offline summarizer) or no quotas are wired."""
+        if self.quotas is None or isinstance(self.summarizer, ExtractiveSummarizer):
+            return None
+        tokens = (sum(self.counter.count(m.content or "") + 4 for m in chunk)
+                  + (self.counter.count(previous.render()) if previous else 0)
+                  + SUMMARY_PROMPT_RESERVE + self.config.summary_limit)
+        held = self.quotas.reserve(session.tenant, tokens, actor=session.actor,
+                                   session_id=session.id, purpose="summary")
+        return held if held.id is not None else None
 
     def fold_backlog(self, session: ChatSession) -> int:
         """Fold what the budget asks for, with no per-turn bound on summarizer calls (the
@@ -429,6 +493,16 @@ def _check_session(session: object) -> None:
     if not isinstance(session, ChatSession) and not hasattr(session, "repository"):
         raise InvalidArgument("session must be a chat session (from keep.sessions), "
                               f"got {type(session).__name__}")
+
+
+def check_output_ceiling(max_output_tokens: object) -> int:
+    """``max_output_tokens``: a positive ``int`` (the output ceiling of the call), else
+    ``InvalidArgument`` (before anything is built or written)."""
+    if isinstance(max_output_tokens, bool) or not isinstance(max_output_tokens, int) \
+            or max_output_tokens < 1:
+        raise InvalidArgument("max_output_tokens must be a positive whole number of tokens, "
+                              f"got {max_output_tokens!r}")
+    return max_output_tokens
 
 
 def _check_system_prompt(system_prompt: object) -> None:

@@ -86,6 +86,8 @@ class Deferred:
     """The fold is not this caller's to make now, and why."""
 
     reason: str
+    quota: bool = False
+    """The tenant's quota could not hold the summarizer's call (nothing was sent)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +124,8 @@ class RoundState:
     """Why the fold was not this caller's to make, once it was not."""
     backlog: bool = False
     """This round's fold stopped at its bound with more left to fold."""
+    fold_refused: str | None = None
+    """Why the tenant's quota refused this round's fold, once it did."""
 
     def may_fold(self, policy: RetryPolicy) -> bool:
         """Whether the next plan may fold: once per round, never after a failure or a
@@ -138,7 +142,9 @@ class RoundState:
                 return dataclasses.replace(self, summary_races=self.summary_races + 1)
             return dataclasses.replace(self, vault_races=self.vault_races + 1)
         if isinstance(outcome, Deferred):
-            return dataclasses.replace(self, deferred=outcome.reason)
+            return dataclasses.replace(self, deferred=outcome.reason,
+                                       fold_refused=outcome.reason if outcome.quota
+                                       else self.fold_refused)
         if isinstance(outcome, SummaryFailed):
             return dataclasses.replace(self, summary_failed=True)
         return self
@@ -287,7 +293,7 @@ class HistoryRound:
                            self.format,
                            fold_deferred=state.deferred if reason is not None else None,
                            fold_retry_at=retry_at if retry_at and retry_at > utcnow()
-                           else None)
+                           else None, fold_refused=state.fold_refused)
 
     def _fold(self, prepared: PreparedRound) -> Outcome:
         """Claim the fold before paying for it (concurrent callers of one session make
@@ -316,6 +322,9 @@ class HistoryRound:
             folded = self.compressor._summarize(session, prepared.summary, prepared.plan.fold,
                                                 prepared.egress, max_calls=self.max_fold_calls,
                                                 renew=renew)
+            if isinstance(folded, Deferred):  # refused for quota: no back-off
+                repository.release_fold(session.id, held[0])
+                return folded
             if folded is None or isinstance(folded, LostRace):
                 retry_at = None if folded is not None else \
                     self.compressor._retry_at(row.fold_failures + 1)
