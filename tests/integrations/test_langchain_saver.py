@@ -29,6 +29,7 @@ from chatkeep.integrations.langchain.messages import LANGCHAIN_ID
 from chatkeep.integrations.langchain.saver import STATE_KEY
 
 ORG7, ORG8 = Ref("organization", 7), Ref("organization", 8)
+USER = Ref("user", 3)
 THREAD = "ticket-4711"
 
 
@@ -44,13 +45,17 @@ def build(keep: Chatkeep | AsyncChatkeep, saver: ChatkeepSaver,
 
 
 def turns(keep: Chatkeep | AsyncChatkeep, agent: Any, count: int, *, start: int = 0,
-          thread: str = THREAD, tenant: Ref = ORG7, in_config: bool = False) -> list[Any]:
+          thread: str = THREAD, tenant: Ref = ORG7, in_config: bool = False,
+          config_tenant: Ref | None = None, actor: Ref | None = None) -> list[Any]:
     """Run ``count`` turns (``invoke`` on a Chatkeep, ``ainvoke`` on an AsyncChatkeep);
     ``in_config``: the tenant in the config too (for a saver reading it from there)."""
     inputs = [{"messages": [{"role": "user", "content": question(i)}]}
               for i in range(start, start + count)]
-    cfg = run_config(thread, tenant=str(tenant)) if in_config else run_config(thread)
-    context = {"tenant": tenant}
+    cfg = run_config(thread, tenant=str(config_tenant or tenant)) if in_config \
+        else run_config(thread)
+    context: dict[str, Any] = {"tenant": tenant}
+    if actor is not None:
+        context["actor"] = actor
     if isinstance(keep, Chatkeep):
         return [agent.invoke(i, cfg, context=context) for i in inputs]
 
@@ -94,12 +99,12 @@ def test_turns_recorded_once_and_state_read_back_from_the_log(db_url: str,
                                                                driven: str) -> None:
     keep = open_keep(db_url, driven)
     try:
-        agent = build(keep, ChatkeepSaver(keep, tenant=ORG7))
-        outs = turns(keep, agent, 4)
+        agent = build(keep, ChatkeepSaver(keep))
+        outs = turns(keep, agent, 4, actor=USER)  # the checkpointer opens the session
         # The state continues over turns: each run starts from the checkpoint.
         assert [sum(isinstance(m, HumanMessage) for m in o["messages"]) for o in outs] \
             == [1, 2, 3, 4]
-        state = state_of(keep, agent, run_config())
+        state = state_of(keep, agent, run_config(tenant=str(ORG7)))
         final = outs[-1]["messages"]
         assert [(m.type, m.id, m.text) for m in state.values["messages"]] == \
             [(m.type, m.id, m.text) for m in final]
@@ -112,6 +117,7 @@ def test_turns_recorded_once_and_state_read_back_from_the_log(db_url: str,
         close_keep(keep)
     with Chatkeep(db_url) as reader:
         session = reader.sessions.by_key(THREAD, ORG7)
+        assert session.actor == USER
         marks = [m.metadata.get(LANGCHAIN_ID) for m in session.read_messages()]
         assert len(marks) == len(set(marks)) == len(final)  # each message stored once
     # The newest messages blob refers to the log for all but the last step's output.
@@ -223,15 +229,24 @@ def test_two_tenants_on_one_thread_never_see_each_others_state(db_url: str,
                                                                driven: str) -> None:
     keep = open_keep(db_url, driven)
     try:
-        saver = ChatkeepSaver(keep)  # one saver, the tenant from each run's config
+        saver = ChatkeepSaver(keep)  # the docs' setup: one agent, the tenant from context
         agent = build(keep, saver)
-        seven = turns(keep, agent, 2, tenant=ORG7, in_config=True)
-        eight = turns(keep, agent, 1, start=2, tenant=ORG8, in_config=True)
+        seven = turns(keep, agent, 2, tenant=ORG7)
+        eight = turns(keep, agent, 1, start=2, tenant=ORG8)
+        more = turns(keep, agent, 1, start=3, tenant=ORG7)
         assert sum(isinstance(m, HumanMessage) for m in seven[-1]["messages"]) == 2
         assert [m.text for m in eight[0]["messages"] if isinstance(m, HumanMessage)] == \
             [question(2)]
+        assert sum(isinstance(m, HumanMessage) for m in more[0]["messages"]) == 3
         mine = state_of(keep, agent, run_config(tenant=str(ORG7))).values["messages"]
-        assert all(m.id in {x.id for x in seven[-1]["messages"]} for m in mine)
+        theirs = state_of(keep, agent, run_config(tenant=str(ORG8))).values["messages"]
+        assert [m.id for m in mine] == [m.id for m in more[0]["messages"]]
+        assert [m.id for m in theirs] == [m.id for m in eight[0]["messages"]]
+        assert not {m.id for m in mine} & {m.id for m in theirs}
+        # A context and a config naming two tenants: refused before anything is read.
+        with pytest.raises(InvalidArgument, match="tenant"):
+            turns(keep, agent, 1, start=4, tenant=ORG8, in_config=True,
+                  config_tenant=ORG7)
         with pytest.raises(InvalidArgument, match="no tenant"):
             state_of(keep, agent, run_config())
         # A saver built for one tenant refuses a run naming another.

@@ -4,15 +4,19 @@ A thread's checkpoints live in the thread's chatkeep session (the session named 
 ``thread_id``, the one :class:`~chatkeep.integrations.langchain.ChatkeepMiddleware`
 records into), as integration state in the session's metadata::
 
-    saver = ChatkeepSaver(keep, tenant="organization:7")     # one tenant's threads
     agent = create_agent(model, tools, middleware=[ChatkeepMiddleware(keep)],
-                         checkpointer=saver)
+                         checkpointer=ChatkeepSaver(keep))
+    agent.invoke(inputs, {"configurable": {"thread_id": "ticket-4711"}},
+                 context={"tenant": "organization:7", "actor": "user:3"})
 
-* **Scoped by tenant, by construction.** A saver is built for one tenant (``tenant=``),
-  or reads each run's tenant from ``config["configurable"]["tenant"]`` (required then:
-  a run without one is ``InvalidArgument``). Either way a checkpoint is found by the
-  session of (tenant, ``thread_id``): two tenants on the same ``thread_id`` are two
-  sessions, and no run can be handed another tenant's state.
+* **Scoped by tenant, by construction.** A checkpoint is found by the session of
+  (tenant, ``thread_id``), never by ``thread_id`` alone: two tenants on the same
+  ``thread_id`` are two sessions, and no run can be handed another tenant's state. The
+  tenant is read as the middleware reads it, from the run's ``context=`` (LangGraph hands
+  its checkpointer the run's runtime in the config); or the saver is built for one
+  tenant (``tenant=``); or, for calls that carry no context (``get_state``,
+  ``get_state_history``), from ``config["configurable"]["tenant"]``. Two of these that
+  differ are refused, as is a call naming no tenant (``InvalidArgument``).
 * **Each message stored once.** A channel holding LangChain messages (``messages``) is
   stored as references into the session's log: runs of the messages the middleware
   recorded (by their LangChain id, as seq ranges), and inline only what the log does
@@ -81,6 +85,9 @@ __all__ = ["ChatkeepSaver"]
 STATE_KEY = "langgraph"
 #: The serializer type of a messages channel stored as references into the log.
 LOG_TYPE = "chatkeep-log"
+#: Where LangGraph puts a run's ``Runtime`` in the config it hands a checkpointer
+#: (``langgraph._internal._constants.CONFIG_KEY_RUNTIME``): the run's ``context=``.
+RUNTIME_KEY = "__pregel_runtime"
 #: Sessions whose log index a saver keeps (an LRU).
 LOGS_KEPT = 256
 #: Sessions read per page when ``list`` runs over all of a tenant's threads.
@@ -110,14 +117,14 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
 
     ``keep``: a ``Chatkeep`` (sync methods) or an ``AsyncChatkeep`` (``a*`` methods).
     ``tenant``: the one tenant this saver reads and writes; ``None`` reads it from each
-    run's ``config["configurable"]["tenant"]`` (a run naming none is refused). A
-    configured tenant and another in the config: ``InvalidArgument``. ``actor`` and
-    ``subject`` (fixed, or from the config's ``actor`` / ``subject``) are what a thread's
-    session is created with when the checkpointer opens it first: the same as the
-    middleware's. ``keep_last``: keep only the newest checkpoints of each thread and
-    namespace (``None``, the default, keeps them all, as LangGraph's savers do); a
-    thread's checkpoints live in one value, so a bound keeps each write short on a
-    long thread.
+    run's context (``context={"tenant": ...}``) or config
+    (``config["configurable"]["tenant"]``); a call naming none is refused, and so is one
+    naming another tenant than the saver's. ``actor`` and ``subject`` (fixed, or read
+    the same way) are what a thread's session is created with when the checkpointer
+    opens it first (before the middleware's first recording): the run's own.
+    ``keep_last``: keep only the newest checkpoints of each thread and namespace
+    (``None``, the default, keeps them all, as LangGraph's savers do); a thread's
+    checkpoints live in one value, so a bound keeps each write short on a long thread.
     """
 
     def __init__(self, keep: Chatkeep | AsyncChatkeep, *, tenant: Ref | str | None = None,
@@ -146,17 +153,30 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
 
     def _parties(self, config: RunnableConfig | None) -> _Parties:
         configurable = (config or {}).get("configurable") or {}
-        named = named_party(configurable, "tenant")
-        if self.tenant is not None and named is not None and named != self.tenant:
-            raise InvalidArgument(f"the run's config names tenant {named}, and this "
-                                  f"ChatkeepSaver is for {self.tenant}")
-        tenant = self.tenant or named
+        context = getattr(configurable.get(RUNTIME_KEY), "context", None)
+        tenant = self._party(self.tenant, context, configurable, "tenant")
         if tenant is None:
             raise InvalidArgument("no tenant for this checkpoint: build the ChatkeepSaver "
-                                  "with tenant=, or run with config={'configurable': "
-                                  "{'thread_id': ..., 'tenant': ...}}")
-        return _Parties(tenant, self.actor or named_party(configurable, "actor"),
-                        self.subject or named_party(configurable, "subject"))
+                                  "with tenant=, run with context={'tenant': ...}, or "
+                                  "(get_state and the like, which carry no context) with "
+                                  "config={'configurable': {'thread_id': ..., 'tenant': "
+                                  "...}}")
+        return _Parties(tenant, self._party(self.actor, context, configurable, "actor"),
+                        self._party(self.subject, context, configurable, "subject"))
+
+    def _party(self, fixed: Ref | None, context: Any, configurable: Mapping[str, Any],
+               name: str) -> Ref | None:
+        """The saver's own party, the run context's, the config's: any two that differ
+        are refused (``InvalidArgument``)."""
+        found = [(where, ref) for where, ref in (
+            ("this ChatkeepSaver is for", fixed),
+            ("the run's context names", named_party(context, name)),
+            ("the run's config names", named_party(configurable, name))) if ref is not None]
+        for where, ref in found[1:]:
+            if ref != found[0][1]:
+                raise InvalidArgument(f"{where} {name} {ref}, and {found[0][0]} "
+                                      f"{found[0][1]}")
+        return found[0][1] if found else None
 
     def _sync(self) -> Chatkeep:
         if not isinstance(self.keep, Chatkeep):
@@ -317,11 +337,10 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         ns = str(configurable.get("checkpoint_ns", ""))
-        session = core.sessions.open(thread_id, parties.tenant, parties.actor,
-                                     parties.subject)
+        session_id = _session_id(core, parties, thread_id)
         saved: dict[str, Any] = dict(checkpoint)
         values: dict[str, Any] = saved.pop("channel_values")
-        blobs = {_blob_key(channel, version): self._blob(core, session.id, values, channel)
+        blobs = {_blob_key(channel, version): self._blob(core, session_id, values, channel)
                  for channel, version in new_versions.items()}
         entry = {"c": self._dump(saved),
                  "m": self._dump(get_checkpoint_metadata(config, metadata)),
@@ -337,7 +356,7 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
             spaces[ns] = space if keep_last is None else _pruned(space, keep_last)
             return {"ns": spaces}
 
-        core.repository.swap_state(session.id, STATE_KEY, decide)
+        core.repository.swap_state(session_id, STATE_KEY, decide)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                  "checkpoint_id": checkpoint["id"]}}
 
@@ -346,14 +365,16 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
         configurable = config["configurable"]
         ns = str(configurable.get("checkpoint_ns", ""))
         checkpoint_id = str(configurable["checkpoint_id"])
-        session = core.sessions.open(str(configurable["thread_id"]), parties.tenant,
-                                     parties.actor, parties.subject)
+        session_id = _session_id(core, parties, str(configurable["thread_id"]))
         dumped = [(WRITES_IDX_MAP.get(channel, index), channel, self._dump(value))
                   for index, (channel, value) in enumerate(writes)]
+        bounded = self.keep_last is not None
 
         def decide(state: dict[str, Any] | None) -> Any:
             spaces = dict((state or {}).get("ns") or {})
             space = _space(spaces.get(ns))
+            if bounded and checkpoint_id not in space["cp"]:
+                return KEEP_STATE  # the writes of a checkpoint keep_last dropped
             stored = {(w[0], w[1]): w for w in space["w"].get(checkpoint_id, [])}
             changed = False
             for index, channel, value in dumped:
@@ -368,7 +389,7 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
             spaces[ns] = space
             return {"ns": spaces}
 
-        core.repository.swap_state(session.id, STATE_KEY, decide)
+        core.repository.swap_state(session_id, STATE_KEY, decide)
 
     def _prune(self, core: Chatkeep, parties: _Parties, thread_ids: Sequence[str],
                strategy: str) -> None:
@@ -515,6 +536,15 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
             else:
                 out.extend(self._load(part["inline"]))
         return out
+
+
+def _session_id(core: Chatkeep, parties: _Parties, thread_id: str) -> str:
+    """The id of the tenant's session named ``thread_id``, created (with the run's actor
+    and subject) on first use; an existing one is the thread's whoever opened it."""
+    row = core.repository.find_session(thread_id, parties.tenant)
+    if row is not None:
+        return row.id
+    return core.sessions.open(thread_id, parties.tenant, parties.actor, parties.subject).id
 
 
 def _spaces(row: SessionRow) -> dict[str, dict[str, Any]]:
