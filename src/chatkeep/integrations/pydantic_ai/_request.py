@@ -2,14 +2,14 @@
 conversation, then the run's own messages, every text through the session's egress.
 A function of the sync core (the async keep runs it on its bridge).
 
-The history is chatkeep's plan (:func:`chatkeep.history.plan.plan_history`, the planner
-``build_history`` runs): pinned system prompts, the running summary, closed turns as their
+The history is one round of chatkeep's history (:class:`chatkeep.history.round.HistoryRound`,
+what ``build_history`` drives): pinned system prompts, the running summary, closed turns as their
 text, the open turn verbatim. It goes out as Pydantic AI messages: the summary as a
 ``CompactionPart`` (the form Pydantic AI gives a summary an application wrote), closed
 turns as text, the open turn as Pydantic AI recorded it (every call with its result,
 thinking with its signature), so the request is valid as it stands and Pydantic AI never
-has to repair it. A fold the plan asks for is made by ``build_history`` itself (the
-summarizer call, its compare-and-set, its bill), then the plan is read again.
+has to repair it. A fold the plan asks for is made by the round (the summarizer call,
+its compare-and-set, its bill), then the plan is read again.
 
 When the stored conversation ends with calls still waiting for their results (a run
 paused for deferred tools, continued with their results), the stored turn goes out as
@@ -36,18 +36,16 @@ from pydantic_ai.messages import (
 )
 
 from chatkeep.app import Chatkeep
-from chatkeep.errors import IncompleteToolTurn, PrivacyError
+from chatkeep.errors import IncompleteToolTurn
 from chatkeep.formats.base import Outgoing
-from chatkeep.history.plan import HistoryPlan, plan_history
+from chatkeep.history.round import HistoryRound, PreparedRound
 from chatkeep.integrations.pydantic_ai import _convert
-from chatkeep.integrations.pydantic_ai._scrub import scrub_request
+from chatkeep.integrations.pydantic_ai._scrub import Scrubbed, scrub_request
 from chatkeep.messages import Message
 from chatkeep.sessions import ChatSession
 
 log = logging.getLogger("chatkeep.integrations.pydantic_ai")
 
-#: Plans in a row that may lose the placeholder vault's compare-and-set before giving up.
-MAX_ATTEMPTS = 8
 #: The planner's wire format: only its token estimate of native payloads depends on it,
 #: and this integration keeps none there.
 _FORMAT = "openai_chat"
@@ -87,49 +85,42 @@ def prepare(core: Chatkeep, session: ChatSession, own: Sequence[ModelMessage],
     a value only that question identifies is found. ``files``: the text of text-like
     files given by URL (see :mod:`._files`)."""
     compressor = core.compressor
-    repository = compressor._repository_for(session)
-    paused = folded = compressed = False
-    for _ in range(MAX_ATTEMPTS):
-        row, pinned_before, stored = repository.read_history(session.id)
-        session.adopt_row(row)
-        egress = compressor._egress(session)
-        previous = compressor._model_summary(session, row.summary, egress)
-        try:
-            plan = plan_history(
-                system_text="", pinned_before=pinned_before,
-                summary=(previous.render() or None) if previous else None,
-                messages=stored, config=compressor.config, counter=compressor.counter,
-                redact=egress, format=_FORMAT, allow_fold=not (folded or paused),
-                keep_closed_tool_turns=paused)
-        except IncompleteToolTurn:
-            paused = True
-            continue
-        if plan.fold:
-            compressed = compressor.build_history(session, "").compressed
-            folded = True
-            continue
-        history = _history(repository, session, plan.outgoing, exact_closed=paused)
+    try:
+        return _through(core, session, own, instructions, files, paused=False,
+                        history_round=compressor.round(session, "", memories=[],
+                                                       format=_FORMAT))
+    except IncompleteToolTurn:
+        # The stored turn waits for results this run brings: it goes out as recorded,
+        # closed turns included, and nothing is folded for this one request.
+        return _through(core, session, own, instructions, files, paused=True,
+                        history_round=compressor.round(session, "", memories=[],
+                                                       format=_FORMAT, allow_fold=False,
+                                                       keep_closed_tool_turns=True))
+
+
+def _through(core: Chatkeep, session: ChatSession, own: Sequence[ModelMessage],
+             instructions: Sequence[str], files: Mapping[str, str] | None, *,
+             paused: bool, history_round: HistoryRound) -> PreparedRequest:
+    """Drive ``history_round`` with this integration's rendering: the plan's history as
+    Pydantic AI messages, then ``own``, scrubbed as one request (the round stores its
+    placeholders, folds when the plan asks, and plans again on a lost race)."""
+    repository = core.repository
+
+    def render(prepared: PreparedRound) -> tuple[int, Scrubbed, PreparedRound]:
+        history = _history(repository, session, prepared.plan.outgoing, exact_closed=paused)
         out = scrub_request([*history, *own], instructions,
-                            functools.partial(egress.scrub, context=_answered(history)), files)
-        if not egress.flush():
-            log.info("session %s: another writer stored placeholders first; planning again",
-                     session.id)
-            continue
-        if out.withheld:
-            log.warning("session %s: %d signed part(s) holding a detected value were "
-                        "withheld", session.id, out.withheld)
-        return _prepared(out.messages, out.instructions, len(history), plan,
-                         compressor.config.max_history_tokens, compressed, out.withheld,
-                         out.unread)
-    raise PrivacyError(f"session {session.id}: could not store the placeholder mapping "
-                       f"after {MAX_ATTEMPTS} attempts; nothing was sent")
+                            functools.partial(prepared.egress.scrub,
+                                              context=_answered(history)), files)
+        return len(history), out, prepared
 
-
-def _prepared(messages: list[ModelMessage], instructions: list[str], cut: int,
-              plan: HistoryPlan, budget: int, compressed: bool, withheld: int,
-              unread: list[FileUrl]) -> PreparedRequest:
-    return PreparedRequest(messages, instructions, messages[:cut], plan.tokens, budget,
-                           plan.over_budget_reason, compressed, withheld, unread)
+    cut, out, prepared = history_round.run(render)
+    if out.withheld:
+        log.warning("session %s: %d signed part(s) holding a detected value were "
+                    "withheld", session.id, out.withheld)
+    info = history_round.info(prepared)
+    return PreparedRequest(out.messages, out.instructions, out.messages[:cut], info.tokens,
+                           info.budget, info.over_budget_reason, info.compressed,
+                           out.withheld, out.unread)
 
 
 def _answered(history: Sequence[ModelMessage]) -> str | None:
