@@ -222,6 +222,21 @@ PgBouncer in session mode.""",
                "2", "--rounds", "2"),
         services=("{pg}", "{pgbouncer}")),
     Bench(
+        "erase", "Forgetting: erasing an actor, and the hot path's cost",
+        """\
+`bench/erase.py` erases one actor with many messages over ten sessions (beside another
+actor with a tenth as many), on SQLite and PostgreSQL, in a child process that does
+nothing else: its wall time and its peak RSS, beside the peak RSS of a child that only
+plans the same erasure. Peak RSS that stays level from the smaller actor to the larger
+one is what erasing in bounded batches means (see [Forgetting](forgetting.md)). Below,
+turns (a user message, then an assistant message billed with usage) and `build_history`
+on chatkeep as it is (SQLite `secure_delete` on, the ledger without its cascade), with
+`secure_delete` off, and with the schema before the ledger change, taking turns in
+blocks; the ratios are against the store before, in this run. Target: at most `1.1x`.""",
+        full=("--large", "--postgres", "{pg_sync}"),
+        quick=("--postgres", "{pg_sync}", "--appends", "500"),
+        services=("{pg}",)),
+    Bench(
         "inspect_pages", "Inspector pages",
         """\
 `bench/inspect_pages.py` writes a store through the public API (many small sessions
