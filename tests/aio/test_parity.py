@@ -17,17 +17,21 @@ from chatkeep.aio import (
     AsyncHistoryCompressor,
     AsyncMemoryService,
     AsyncPrivacyGuard,
+    AsyncQuotaService,
+    AsyncReservation,
     AsyncSessionService,
 )
 from chatkeep.aio.twins import Twin
 from chatkeep.history import HistoryCompressor
 from chatkeep.memory import MemoryService
 from chatkeep.privacy.guard import PrivacyGuard
+from chatkeep.quotas import QuotaService, Reservation
 from chatkeep.sessions import SessionService
 
 PAIRS = [(Chatkeep, AsyncChatkeep), (ChatSession, AsyncChatSession),
          (SessionService, AsyncSessionService), (HistoryCompressor, AsyncHistoryCompressor),
-         (MemoryService, AsyncMemoryService), (PrivacyGuard, AsyncPrivacyGuard)]
+         (MemoryService, AsyncMemoryService), (PrivacyGuard, AsyncPrivacyGuard),
+         (QuotaService, AsyncQuotaService), (Reservation, AsyncReservation)]
 #: Sync methods with no async twin, and why.
 NOT_TWINNED = {
     "round": "a step-by-step object over the sync core: framework adapters drive it inside "

@@ -28,7 +28,8 @@ def turn(keep: Chatkeep, client: openai.OpenAI, session: Any, text: str,
         reply = client.chat.completions.create(model="gpt-4o-mini", messages=history,
                                                max_tokens=max_output_tokens)
     except openai.APIError:
-        keep.quotas.release(history.info.reservation)
+        if history.info.reservation is not None:
+            keep.quotas.release(history.info.reservation)
         raise
     session.add_assistant_response(reply)
     return history

@@ -6,6 +6,7 @@ does. One implementation of every rule serves both (see :mod:`chatkeep.aio.bridg
 
 from chatkeep.aio.app import AsyncChatkeep
 from chatkeep.aio.dispatch import TaskDispatcher
+from chatkeep.aio.quotas import AsyncQuotaService, AsyncReservation
 from chatkeep.aio.services import AsyncHistoryCompressor, AsyncMemoryService, AsyncPrivacyGuard
 from chatkeep.aio.sessions import AsyncChatSession, AsyncSessionService
 from chatkeep.errors import KeepClosed
@@ -20,6 +21,8 @@ __all__ = [
     "AsyncMemoryService",
     "AsyncOpenAIChatModel",
     "AsyncPrivacyGuard",
+    "AsyncQuotaService",
+    "AsyncReservation",
     "AsyncSessionService",
     "KeepClosed",
     "TaskDispatcher",

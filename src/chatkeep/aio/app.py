@@ -21,6 +21,7 @@ from chatkeep.aio.dispatch import TaskDispatcher
 from chatkeep.aio.engine import make_async_engine
 from chatkeep.aio.lifecycle import AsyncHoldService, AsyncRetentionService
 from chatkeep.aio.pools import dispose_all, dispose_loop
+from chatkeep.aio.quotas import AsyncQuotaService
 from chatkeep.aio.services import AsyncHistoryCompressor, AsyncMemoryService, AsyncPrivacyGuard
 from chatkeep.aio.sessions import AsyncSessionService
 from chatkeep.app import Chatkeep
@@ -100,6 +101,7 @@ class AsyncChatkeep:
         self.privacy = AsyncPrivacyGuard(self._core.privacy, self._bridge)
         self.holds = AsyncHoldService(self._core.holds, self._bridge)
         self.retention = AsyncRetentionService(self._core.retention, self._bridge)
+        self.quotas = AsyncQuotaService(self._core.quotas, self._bridge)
 
     async def core(self) -> Chatkeep:
         """The sync ``Chatkeep`` this one wraps, its database open (for code given to
