@@ -36,7 +36,9 @@ plays one untimed warm-up turn, where chatkeep folds the seeded backlog):
   ``ChatkeepMiddleware`` with no checkpointer (the thread id in the config, chatkeep the
   only store), and, aside, ``SqliteSaver`` plus ``ChatkeepMiddleware`` (the checkpointer
   keeps and rewrites the whole state as before; the middleware only trims what the model
-  is sent). Model-visible: every message the fake model was sent.
+  is sent). ``ChatkeepSaver`` plus ``ChatkeepMiddleware``: chatkeep's own checkpointer,
+  whose checkpoints refer to the session's log (the documented setup, held to the
+  targets). Model-visible: every message the fake model was sent.
 
 Tokens are counted the same way on both sides, with chatkeep's ``HeuristicCounter`` over
 the texts (and tool-call arguments) of what the model would get; the figure printed is
@@ -453,7 +455,7 @@ async def langgraph_contenders(directory: Path, sizes: Sequence[int], budget: in
     from langchain.agents import create_agent
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from chatkeep.integrations.langchain import ChatkeepMiddleware
+    from chatkeep.integrations.langchain import ChatkeepMiddleware, ChatkeepSaver
 
     keep = Chatkeep(f"sqlite:///{directory / 'langgraph-chatkeep.db'}", config=config(budget),
                     dispatcher="inline").start()
@@ -477,10 +479,12 @@ async def langgraph_contenders(directory: Path, sizes: Sequence[int], budget: in
         return [ChatkeepMiddleware(keep, tenant=ORG)]
 
     graphs = []
+    ours = ChatkeepSaver(keep, tenant=ORG)
     for name, checkpointer, chatkeep in (
             ("SqliteSaver", saver("langgraph-sdk.db"), False),
             ("SqliteSaver + ChatkeepMiddleware", saver("langgraph-with-chatkeep.db"), True),
-            ("ChatkeepMiddleware, no checkpointer", None, True)):
+            ("ChatkeepMiddleware, no checkpointer", None, True),
+            ("ChatkeepSaver + ChatkeepMiddleware", ours, True)):
         model = fake_model()
         graph = create_agent(model, [], system_prompt=SYSTEM, checkpointer=checkpointer,
                              middleware=middleware() if chatkeep else ())
@@ -488,14 +492,14 @@ async def langgraph_contenders(directory: Path, sizes: Sequence[int], budget: in
     out = []
     for items in sizes:
         for name, graph, model, checkpointer, chatkeep in graphs:
-            thread = f"bench-{items}"
+            thread = f"bench-saver-{items}" if checkpointer is ours else f"bench-{items}"
             history = langchain_history(items)
             if checkpointer is not None:
                 graph.update_state({"configurable": {"thread_id": thread}},
                                    {"messages": history}, as_node="model")
             else:  # chatkeep alone: the history goes in with a first (untimed) run
                 graph.invoke({"messages": history}, {"configurable": {"thread_id": thread}})
-            aside = SAVER_ASIDE if chatkeep and checkpointer is not None else None
+            aside = SAVER_ASIDE if chatkeep and checkpointer not in (None, ours) else None
             out.append(Contender("LangGraph", name, items,
                                  graph_turns(graph, model, thread, items), chatkeep, aside))
     return out

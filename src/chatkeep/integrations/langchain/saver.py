@@ -40,6 +40,7 @@ import builtins
 import contextlib
 import hashlib
 import json
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -90,6 +91,8 @@ LOG_TYPE = "chatkeep-log"
 RUNTIME_KEY = "__pregel_runtime"
 #: Sessions whose log index a saver keeps (an LRU).
 LOGS_KEPT = 256
+#: Sessions whose last written or read messages a saver keeps (an LRU).
+STATES_KEPT = 32
 #: Sessions read per page when ``list`` runs over all of a tenant's threads.
 PAGE = 100
 
@@ -139,6 +142,8 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
         self.actor = None if actor is None else Ref.coerce(actor)
         self.subject = None if subject is None else Ref.coerce(subject)
         self._logs: OrderedDict[str, _Log] = OrderedDict()
+        self._encoded: OrderedDict[str, tuple[builtins.list[BaseMessage],
+                                              builtins.list[tuple[Any, int]]]] = OrderedDict()
 
     def scoped(self, tenant: Ref | str) -> ChatkeepSaver:
         """This saver for one tenant (what ``delete_thread``, which gets no config, needs
@@ -146,7 +151,7 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
         saver = ChatkeepSaver(self.keep, tenant=tenant, actor=self.actor,
                               subject=self.subject, keep_last=self.keep_last,
                               serde=self.serde)
-        saver._logs = self._logs
+        saver._logs, saver._encoded = self._logs, self._encoded
         return saver
 
     # -- whose thread ---------------------------------------------------------------------
@@ -417,6 +422,7 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
         with contextlib.suppress(SessionNotFound):  # deleted meanwhile: nothing left
             core.sessions.delete(row.id, parties.tenant, by="langgraph.delete_thread")
         self._logs.pop(row.id, None)
+        self._encoded.pop(row.id, None)
 
     # -- one checkpoint ------------------------------------------------------------------
 
@@ -487,22 +493,32 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
     def _refer(self, core: Chatkeep, session_id: str,
                messages: Sequence[BaseMessage]) -> builtins.list[Any]:
         """``messages`` as parts: ``[from_seq, through_seq]`` for a run of logged messages
-        that read back as they are, ``{"inline": ...}`` for the others (serialized)."""
+        that read back as they are, ``{"inline": ...}`` for the others (serialized).
+
+        The messages this saver last wrote or read for the session, when ``messages``
+        starts with those very objects, keep their parts (but trailing inline ones, which
+        the log may hold by now): a step's write costs its new messages, not the thread."""
         log = self._log(core, session_id)
-        parts: builtins.list[Any] = []
+        counted, start = self._prefix(session_id, messages)
         run: builtins.list[int] | None = None
+        if counted and isinstance(counted[-1][0], list):
+            first, last = counted[-1][0]
+            low, high = bisect_left(log.seqs, first), bisect_left(log.seqs, last)
+            if high < len(log.seqs) and log.seqs[low] == first and log.seqs[high] == last:
+                counted.pop()
+                run = [low, high]
         inline: builtins.list[BaseMessage] = []
 
         def close() -> None:
             nonlocal run
             if run is not None:
-                parts.append([log.seqs[run[0]], log.seqs[run[1]]])
+                counted.append(([log.seqs[run[0]], log.seqs[run[1]]], run[1] - run[0] + 1))
                 run = None
             if inline:
-                parts.append({"inline": self._dump(list(inline))})
+                counted.append(({"inline": self._dump(list(inline))}, len(inline)))
                 inline.clear()
 
-        for message in messages:
+        for message in messages[start:]:
             position = log.positions.get(message.id) if message.id else None
             if position is not None and log.fingerprints[position] == _fingerprint(message):
                 if run is not None and position == run[1] + 1 and not inline:
@@ -515,26 +531,57 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
                     close()
                 inline.append(message)
         close()
-        return parts
+        self._remember(session_id, messages, counted)
+        return [part for part, _ in counted]
 
-    def _read_log(self, core: Chatkeep, session_id: str, text: str) -> builtins.list[BaseMessage]:
+    def _prefix(self, session_id: str,
+                messages: Sequence[BaseMessage]) -> tuple[builtins.list[Any], int]:
+        """The remembered parts ``messages`` starts with (with their message counts), and
+        how many messages they cover."""
+        known = self._encoded.get(session_id)
+        if known is None:
+            return [], 0
+        objects, counted = known
+        kept = list(counted)
+        while kept and isinstance(kept[-1][0], dict):
+            kept.pop()
+        covered = sum(count for _, count in kept)
+        if covered > len(messages) or covered > len(objects) or any(
+                messages[i] is not objects[i] for i in range(covered)):
+            return [], 0
+        return kept, covered
+
+    def _remember(self, session_id: str, messages: Sequence[BaseMessage],
+                  counted: builtins.list[tuple[Any, int]]) -> None:
+        self._encoded[session_id] = (list(messages), list(counted))
+        self._encoded.move_to_end(session_id)
+        while len(self._encoded) > STATES_KEPT:
+            self._encoded.popitem(last=False)
+
+    def _read_log(self, core: Chatkeep, session_id: str,
+                  text: str) -> builtins.list[BaseMessage]:
         parts = json.loads(text)
         ranges = [p for p in parts if isinstance(p, list)]
-        logged: dict[int, BaseMessage] = {}
+        seqs: builtins.list[int] = []
+        logged: builtins.list[BaseMessage] = []
         if ranges:
             low, high = min(r[0] for r in ranges), max(r[1] for r in ranges)
             for message in core.repository.read_messages(
                     session_id, after_seq=low - 1, through_seq=high):
                 rebuilt = _rebuilt(message)
                 if rebuilt is not None:
-                    logged[message.seq] = rebuilt
+                    seqs.append(message.seq)
+                    logged.append(rebuilt)
         out: builtins.list[BaseMessage] = []
+        counted: builtins.list[tuple[Any, int]] = []
         for part in parts:
             if isinstance(part, list):
-                out.extend(m for seq, m in sorted(logged.items())
-                           if part[0] <= seq <= part[1])
+                found = logged[bisect_left(seqs, part[0]):bisect_right(seqs, part[1])]
             else:
-                out.extend(self._load(part["inline"]))
+                found = self._load(part["inline"])
+            out.extend(found)
+            counted.append((part, len(found)))
+        self._remember(session_id, out, counted)
         return out
 
 
