@@ -134,6 +134,7 @@ class Chatkeep:
         self.quotas = QuotaService(QuotaStore(self.engine, self.repository.clock),
                                    self.config.quotas, self.repository.clock)
         self.compressor.quotas = self.quotas
+        self.memory.quotas = self.quotas
 
     def _forget_cached(self) -> None:
         forget_cached(self.privacy, self.memory)
@@ -151,7 +152,15 @@ class Chatkeep:
 
     def job_handlers(self) -> dict[str, Any]:
         """Job name -> handler taking a session id (what dispatchers and workers run)."""
-        return {DISTIL_JOB: self.memory.run_job, FOLD_JOB: self._run_fold_job}
+        return {DISTIL_JOB: self._run_distil_job, FOLD_JOB: self._run_fold_job}
+
+    def _run_distil_job(self, session_id: str) -> None:
+        """The ``"distil"`` job: a job queued before its session was deleted (or its actor
+        erased) finds nothing to distil, and is done, not retried."""
+        try:
+            self.memory.run_job(session_id)
+        except SessionNotFound:
+            return
 
     def _run_fold_job(self, session_id: str) -> None:
         """The ``"fold"`` job: fold a session's backlog with no per-turn bound (a session

@@ -122,3 +122,17 @@ def test_delete_checks_its_arguments(keep: Chatkeep) -> None:
         keep.sessions.delete("no-such-session", Ref("org", 1))
 
 
+
+
+def test_a_job_queued_before_the_delete_finds_nothing_and_is_done(
+        db_url: str, openai_client: object) -> None:
+    from chatkeep.memory import DISTIL_JOB
+
+    keep = Chatkeep(db_url, model=openai_client)
+    session = keep.sessions.create(Ref("org", 5), Ref("user", 1))
+    session.add_user("zqqueuedqz")
+    keep.sessions.delete(session.id, Ref("org", 5))
+    with pytest.raises(SessionNotFound):  # what the job would have raised, and retried
+        keep.memory.run_job(session.id)
+    keep.job_handlers()[DISTIL_JOB](session.id)  # the worker's handler: done, no retry
+    keep.close()
