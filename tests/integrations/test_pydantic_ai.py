@@ -479,8 +479,8 @@ def test_concurrent_saves_of_one_conversation_one_wins(db_url: str) -> None:
 
 def test_a_delete_cut_short_is_finished_by_the_next_save(
         db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A delete that dies between removing the record and retracting the messages leaves
-    no record; saving the id again retracts the old messages first, so chatkeep's history
+    """A delete that dies between removing the record and removing the messages leaves
+    no record; saving the id again removes the old messages first, so chatkeep's history
     of the new conversation holds nothing of the deleted one."""
     model = WeatherModel()
 
@@ -490,7 +490,7 @@ def test_a_delete_cut_short_is_finished_by_the_next_save(
             agent = weather_agent(model, ChatkeepHistory(store))
             await turn(store, agent, "d", "Weather in Oslo? My secret word is marmalade.")
             with monkeypatch.context() as patch:
-                patch.setattr(ChatSession, "retract_all", _crash)
+                patch.setattr(ChatSession, "clear", _crash)
                 with pytest.raises(StoreError):
                     await store.delete("d")
             assert await store.load("d") is None

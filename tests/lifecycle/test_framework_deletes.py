@@ -50,3 +50,31 @@ def test_keeping_retracted_text_for_audit_is_an_explicit_option(db_url: str) -> 
     popped, left = scenario(db_url, {"privacy": {"keep_retracted_text": True}})
     assert popped == items(POPPED)[0] and left == items(KEPT)
     assert sorted(on_disk(db_url, [POPPED, CLEARED, KEPT])) == sorted([POPPED, CLEARED, KEPT])
+
+
+@pytest.mark.sync_api
+def test_a_pydantic_ai_store_delete_leaves_no_bytes(db_url: str) -> None:
+    """``ChatkeepConversationStore.delete`` removes the conversation's messages, as
+    Pydantic AI's own stores do; the session (and its billed usage) stays."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
+
+    from chatkeep.integrations.pydantic_ai import ChatkeepConversationStore, ChatkeepHistory
+
+    secret = "canary-pydantic-deleted-conversation"
+    kept = "canary-pydantic-kept-conversation"
+
+    async def main() -> None:
+        async with AsyncChatkeep(db_url) as keep:
+            store = ChatkeepConversationStore(keep, tenant=ORG)
+            agent = Agent(TestModel(custom_output_text="noted"),
+                          capabilities=[ChatkeepHistory(store)])
+            for key, text in (("gone", secret), ("kept", kept)):
+                conversation = await store.for_run(key)
+                result = await agent.run(text, conversation=conversation)
+                await store.save(result)
+            await store.delete("gone")
+            assert await store.load("gone") is None
+
+    asyncio.run(main())
+    assert on_disk(db_url, [secret, kept]) == [kept]

@@ -4,7 +4,7 @@ The session's metadata holds, under ``"pydantic_ai"``, one of:
 
 * ``{"record": {...}}``: the conversation's record (``ConversationRecord`` as JSON);
 * ``{"deleting": token}``: a delete in progress: the record is gone, the session's
-  messages are being retracted (a save that finds it finishes the retraction first);
+  messages are being removed (a save that finds it finishes the removal first);
 * nothing: the store has no conversation for the session.
 """
 

@@ -167,10 +167,10 @@ def write_record(core: Chatkeep, place: Place, record: ConversationRecord,
     _, row = _swap(core.repository, session.id, decide, batch)
     if row is not None:
         return session.id
-    # The session's previous conversation was deleted but its messages not yet retracted:
-    # claim the cleanup (so no second writer runs it on our messages), retract, then save.
+    # The session's previous conversation was deleted but its messages not yet removed:
+    # claim the cleanup (so no second writer runs it on our messages), remove, then save.
     mine = _claim_cleanup(core, session.id, key, unfinished[-1])
-    session.retract_all()
+    session.clear()
 
     def after_cleanup(current: State) -> dict[str, Any] | KeepState:
         if _record.deleting(current) != mine:
@@ -184,8 +184,8 @@ def write_record(core: Chatkeep, place: Place, record: ConversationRecord,
 
 
 def finish_delete(core: Chatkeep, session: ChatSession) -> None:
-    """If the session's conversation was deleted but its messages not yet retracted (the
-    delete was cut short), retract them now: before anything of the session is sent
+    """If the session's conversation was deleted but its messages not yet removed (the
+    delete was cut short), remove them now: before anything of the session is sent
     again. A writer already doing it is left to it."""
     token = _record.deleting(_record.state_of(session.metadata))
     if token is None:
@@ -194,7 +194,7 @@ def finish_delete(core: Chatkeep, session: ChatSession) -> None:
         mine = _claim_cleanup(core, session.id, session.key or "", token)
     except ConversationConflict:
         return
-    session.retract_all()
+    session.clear()
 
     def finish(current: State) -> dict[str, Any] | KeepState:
         return REMOVE_STATE if _record.deleting(current) == mine else KEEP_STATE
@@ -203,10 +203,11 @@ def finish_delete(core: Chatkeep, session: ChatSession) -> None:
 
 
 def delete_record(core: Chatkeep, tenant: Ref, key: str, expected: str) -> None:
-    """Delete the conversation if its revision is ``expected``: its record goes, and its
-    messages are retracted (kept for the audit trail, never replayed, summarized or
-    distilled again; the session's summary goes with them). The session itself stays, so
-    a conversation saved again under the same id starts empty in the same session."""
+    """Delete the conversation if its revision is ``expected``: its record goes, and so do
+    its messages' bytes, its summary and placeholder vault (``ChatSession.clear``;
+    ``privacy.keep_retracted_text`` retracts them instead, for audit). The session
+    itself stays, with its billed usage, so a conversation saved again under the same id
+    starts empty in the same session."""
     session = find_session(core, tenant, key)
     if session is None:
         raise ConversationConflict(key)
@@ -218,7 +219,7 @@ def delete_record(core: Chatkeep, tenant: Ref, key: str, expected: str) -> None:
         return {"deleting": token}
 
     _swap(core.repository, session.id, start)
-    session.retract_all()
+    session.clear()
 
     def finish(current: State) -> dict[str, Any] | KeepState:
         return REMOVE_STATE if _record.deleting(current) == token else KEEP_STATE

@@ -13,9 +13,10 @@ conversations.
 
 Chatkeep's log is append-only, so the store keeps a conversation's one history:
 ``branch`` to an earlier message, a save of a rewritten history and ``fork`` are refused
-with ``InvalidArgument`` (nothing is written). ``delete`` removes the record and retracts
-the conversation's messages: they stay in the session for the audit trail and are never
-replayed, summarized or distilled again.
+with ``InvalidArgument`` (nothing is written). ``delete`` removes the record and the
+conversation's messages, bytes and all, as Pydantic AI's own stores do
+(``privacy.keep_retracted_text`` keeps them retracted instead, for audit: never replayed,
+summarized or distilled again).
 """
 
 from __future__ import annotations
@@ -198,8 +199,9 @@ class ChatkeepConversationStore(ConversationStore):
             return await super().list_conversations(scope=named, limit=limit)
 
     async def delete(self, conversation_id: str, *, scope: Scope = None) -> None:
-        """``ConversationStore.delete``: the record goes and the conversation's messages
-        are retracted (kept for the audit trail, never sent to a model again)."""
+        """``ConversationStore.delete``: the record goes, and so do the conversation's
+        messages (their bytes, the summary and the vault; ``privacy.keep_retracted_text``
+        retracts them instead, for audit)."""
         with self._scoped(scope) as named:
             await super().delete(conversation_id, scope=named)
 
@@ -230,8 +232,8 @@ class ChatkeepConversationStore(ConversationStore):
             self._remember_head(record.head_id, session_id)
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
-        """Delete the record (if its revision is ``expected_revision``) and retract the
-        conversation's messages; the session and its audit trail stay."""
+        """Delete the record (if its revision is ``expected_revision``) and the
+        conversation's messages; the session stays, with its billed usage."""
         await self._run(_storage.delete_record, self.tenant_for(), conversation_id,
                         expected_revision)
 
