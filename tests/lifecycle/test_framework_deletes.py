@@ -78,3 +78,24 @@ def test_a_pydantic_ai_store_delete_leaves_no_bytes(db_url: str) -> None:
 
     asyncio.run(main())
     assert on_disk(db_url, [secret, kept]) == [kept]
+
+
+@pytest.mark.sync_api
+def test_a_langgraph_store_delete_leaves_no_bytes(db_url: str) -> None:
+    """``ChatkeepStore.delete`` (a put of ``None``) erases the memory, its earlier
+    versions and its text-index entries, as LangGraph's own stores delete."""
+    from chatkeep import Chatkeep
+    from chatkeep.integrations.langchain import ChatkeepStore
+
+    secret, kept = "canary-langgraph-deleted-memory", "canary-langgraph-kept-memory"
+    with Chatkeep(db_url, dispatcher="inline") as keep:
+        store = ChatkeepStore(keep)
+        namespace = ("organization:9", "tenant")
+        store.put(namespace, "new", {"content": f"first draft {secret}"})
+        item = store.search(namespace)[0]
+        store.put(namespace, item.key, {"content": f"second draft {secret}"})
+        store.put(namespace, "other", {"content": kept})
+        current = [i for i in store.search(namespace) if secret in i.value["content"]][0]
+        store.delete(namespace, current.key)
+        assert [i.value["content"] for i in store.search(namespace)] == [kept]
+    assert on_disk(db_url, [secret, kept]) == [kept]
