@@ -12,7 +12,8 @@ configured through ``llm`` / ``OPENAI_*``), and LangGraph's agent calls a fake c
 What a turn is, per framework (each store holds ``items`` messages first, seeded in bulk
 and untimed: batches of ``add_items``, one ``save``, LangGraph's ``update_state``, or for
 chatkeep without a checkpointer a first ``invoke`` carrying them; then every contender
-plays one untimed warm-up turn, where chatkeep folds the seeded backlog):
+plays one untimed warm-up turn, where chatkeep folds the seeded backlog, with no bound on
+its summarizer calls, as the background fold job would):
 
 * **OpenAI Agents SDK**: the Runner's session calls for one turn, no model:
   ``get_items()`` then ``add_items([user, assistant])``. The SDK's ``SQLAlchemySession``
@@ -214,7 +215,10 @@ def offline(keep: Chatkeep) -> None:
 
 
 def config(budget: int) -> dict[str, Any]:
-    return {"chat": {"max_history_tokens": budget},
+    # The seeded backlog folds whole in the untimed warm-up turn (what the fold job does
+    # in production: chat.max_fold_calls_per_turn bounds a live turn, not this set-up);
+    # a timed turn makes one summarizer call at most either way.
+    return {"chat": {"max_history_tokens": budget, "max_fold_calls_per_turn": 10_000},
             "memory": {"distil_on_compress": False}}  # no model: nothing to distil with
 
 
