@@ -134,6 +134,7 @@ class Chatkeep:
         self.quotas = QuotaService(QuotaStore(self.engine, self.repository.clock),
                                    self.config.quotas, self.repository.clock)
         self.compressor.quotas = self.quotas
+        self.memory.quotas = self.quotas
 
     def _forget_cached(self) -> None:
         forget_cached(self.privacy, self.memory)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from chatkeep.errors import DistillationError, ModelError
+from chatkeep.errors import DistillationError, ModelError, QuotaExceeded
 from chatkeep.history.plan import previous_texts
 from chatkeep.history.transcript import transcript
 from chatkeep.llm.adapt import as_chat_model
@@ -34,6 +34,7 @@ from chatkeep.memory.text import content_key
 from chatkeep.messages import Message
 from chatkeep.privacy.egress import OPEN, Egress, bound
 from chatkeep.privacy.filters import OutboundFilter
+from chatkeep.quotas import QuotaService, Reservation
 from chatkeep.sessions import ChatSession
 from chatkeep.store.memories import MemoryRow, MemoryStore, MemoryWrite
 from chatkeep.tokens import HeuristicCounter, TokenCounter
@@ -44,6 +45,8 @@ CANDIDATES_PER_FACT = 5
 CHUNK_MESSAGES = 200
 CHUNK_TOKENS = 6000
 MAX_CHUNKS_PER_RUN = 1000
+DISTIL_MAX_TOKENS = 2000
+"""The output ceiling of each distiller call (what its quota reservation holds)."""
 
 
 @dataclass
@@ -103,8 +106,10 @@ class Distiller:
     def __init__(self, store: MemoryStore, model: ChatModel, retriever: Retriever, *,
                  model_name: str, language: str = "English",
                  outbound_filter: DistillerFilter | None = None,
-                 counter: TokenCounter | None = None) -> None:
+                 counter: TokenCounter | None = None,
+                 quotas: QuotaService | None = None) -> None:
         self.store = store
+        self.quotas = quotas  # each model and embedding call reserves on the tenant's quota
         self.model = as_chat_model(model)  # sends only through the egress bound in _ask
         self.retriever = retriever
         self.model_name = model_name
@@ -302,6 +307,20 @@ class Distiller:
             return OPEN
         return self.outbound_filter.for_session(session, known)
 
+    def _reserve(self, session: ChatSession, tokens: int, purpose: str) -> Reservation | None:
+        """The reservation of one call made for ``session``'s tenant, or ``None`` when no
+        quotas are wired or none applies. A refusal is a ``DistillationError`` (nothing
+        sent, the watermark untouched): the sweep retries the range later."""
+        if self.quotas is None:
+            return None
+        try:
+            held = self.quotas.reserve(session.tenant, tokens, actor=session.actor,
+                                       session_id=session.id, purpose=purpose)
+        except QuotaExceeded as exc:
+            raise DistillationError(f"session {session.id}: {purpose} refused for quota, "
+                                    f"retried later: {exc}") from exc
+        return held if held.id is not None else None
+
     def _restore(self, session: ChatSession, text: str) -> str:
         return self.outbound_filter.restore(session, text) if self.outbound_filter else text
 
@@ -311,14 +330,22 @@ class Distiller:
         its placeholders are stored before it is sent (a value first seen late in the
         request is redacted early in it too)."""
         plan.model_calls += 1
+        held = self._reserve(session, sum(self.counter.count(m.get("content") or "") + 4
+                                          for m in messages) + DISTIL_MAX_TOKENS, "distil")
         try:
             with bound(egress):
                 completion = self.model.complete(messages, model=self.model_name,
-                                                 max_tokens=2000, temperature=0.0,
-                                                 json_mode=True)
-        except ModelError as exc:
-            raise DistillationError(f"session {session.id}: the model call failed: {exc}") \
-                from exc
+                                                 max_tokens=DISTIL_MAX_TOKENS,
+                                                 temperature=0.0, json_mode=True)
+        except BaseException as exc:
+            if held is not None:
+                held.release()
+            if isinstance(exc, ModelError):
+                raise DistillationError(f"session {session.id}: the model call failed: "
+                                        f"{exc}") from exc
+            raise
+        if held is not None:
+            held.settle(completion.usage)
         if completion.usage is not None:
             session.record_usage("distil", completion.usage, completion.model)
         return completion.text

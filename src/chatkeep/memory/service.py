@@ -26,6 +26,7 @@ from chatkeep.memory.recall import Memory, Recaller, Retriever, TextRetriever
 from chatkeep.memory.scopes import Scope, ScopeTarget
 from chatkeep.memory.sweep import DEFAULT_LEASE, Sweeper
 from chatkeep.memory.text import content_key, normalise
+from chatkeep.quotas import QuotaService
 from chatkeep.refs import Ref, require_ref
 from chatkeep.sessions import ChatSession, SessionService
 from chatkeep.store.memories import MemoryStore, MemoryWrite, VectorStatus
@@ -93,6 +94,9 @@ class MemoryService:
         self.outbound_filter = outbound_filter
         self.counter = counter
         self.sweeper = Sweeper(self.store, self.config, lease)
+        #: Reserves each distiller call on the session tenant's quota (the keep sets it):
+        #: a refused distillation leaves the watermark, and the sweep retries it later.
+        self.quotas: QuotaService | None = None
         self.recaller = Recaller(self.store, self.retriever, self.config.recall_limit)
 
     def start(self) -> None:
@@ -121,7 +125,8 @@ class MemoryService:
                                   f"got {type(session).__name__}")
         distiller = Distiller(self.store, self.model, self.retriever,
                               model_name=self.config.distil_model, language=self.language,
-                              outbound_filter=self.outbound_filter, counter=self.counter)
+                              outbound_filter=self.outbound_filter, counter=self.counter,
+                              quotas=self.quotas)
         self.sweeper.hold(session.id)
         result = distiller.run(session)  # on failure the lease stays: a back-off
         self.sweeper.release(session.id)
