@@ -14,6 +14,7 @@ from chatkeep.cli.inspect import inspect
 from chatkeep.cli.lifecycle import delete_session, erase, holds_app, retention_app, vacuum_db
 from chatkeep.cli.memories import memories_app, sweep
 from chatkeep.cli.privacy import privacy_app
+from chatkeep.cli.quotas import quotas_app
 from chatkeep.cli.sessions import history, sessions_app, usage
 from chatkeep.cli.tenants import tenants
 from chatkeep.cli.transfer import export, import_file
@@ -37,6 +38,7 @@ sessions_app.command("delete")(delete_session)
 app.command()(erase)
 app.add_typer(holds_app, name="holds")
 app.add_typer(retention_app, name="retention")
+app.add_typer(quotas_app, name="quotas")
 db_app.command("vacuum")(vacuum_db)
 
 
