@@ -53,7 +53,7 @@ def test_session_switch_changed_later_takes_effect(make_keep) -> None:
     session = keep.sessions.create(ORG)
     session.add_user(f"mail {EMAIL_A}")
     assert "<EMAIL_1>" in keep.compressor.build_history(session, "")[0]["content"]
-    keep.sessions.get_unscoped(session.id).anonymize_pii = False  # the user asked otherwise
+    keep.sessions.get_unscoped(session.id).set_anonymize_pii(False)  # the user asked otherwise
     assert EMAIL_A in keep.compressor.build_history(session, "")[0]["content"]
 
 
@@ -289,7 +289,7 @@ def test_a_default_config_worker_redacts_a_session_created_under_the_app_switch(
     assert not SessionService(app.repository).create(ORG).row.pii_protected
     worker_view = worker.sessions.get_unscoped(session.id)
     assert worker.privacy.redacts(worker_view)
-    worker_view.anonymize_pii = False  # the conversation's own switch still decides
+    worker_view.set_anonymize_pii(False)  # the conversation's own switch still decides
     assert not worker.privacy.redacts(worker_view)
 
 

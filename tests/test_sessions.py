@@ -10,6 +10,7 @@ import pytest
 
 from chatkeep import (
     Chatkeep,
+    InvalidArgument,
     InvalidMessage,
     InvalidReference,
     InvalidTokens,
@@ -211,7 +212,16 @@ def test_bad_tenant_and_tokens_and_closed_sessions(keep: Chatkeep) -> None:
 def test_anonymize_pii_switch_persists(keep: Chatkeep) -> None:
     s = keep.sessions.create(tenant=ORG, anonymize_pii=False)
     assert keep.sessions.get_unscoped(s.id).anonymize_pii is False
-    s.anonymize_pii = True
+    s.set_anonymize_pii(True)
+    assert keep.sessions.get_unscoped(s.id).anonymize_pii is True
+
+
+@pytest.mark.sync_api
+def test_the_switch_is_stored_by_a_method_not_an_assignment(keep: Chatkeep) -> None:
+    """A property does no I/O (STYLE.md): assigning it says which method stores it."""
+    s = keep.sessions.create(tenant=ORG)
+    with pytest.raises(InvalidArgument, match="set_anonymize_pii"):
+        s.anonymize_pii = False  # type: ignore[misc]
     assert keep.sessions.get_unscoped(s.id).anonymize_pii is True
 
 

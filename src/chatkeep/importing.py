@@ -23,6 +23,7 @@ from chatkeep.formats import openai_chat
 from chatkeep.messages import MessageDraft, Role
 from chatkeep.refs import Ref
 from chatkeep.sessions import ChatSession, check_session, prepare_batch, validate_draft
+from chatkeep.switches import protected_at_creation
 
 if TYPE_CHECKING:
     from chatkeep.app import Chatkeep
@@ -134,7 +135,8 @@ def import_messages(keep: Chatkeep, messages: Iterable[ImportedMessage], tenant:
     if not batch:
         raise InvalidMessage("no messages to import")
     # Imported under the application switch: protected like any session created under it.
-    protected = keep.config.privacy.anonymize_pii and bool(values["anonymize_pii"])
+    protected = protected_at_creation(keep.config.privacy.anonymize_pii,
+                                      bool(values["anonymize_pii"]))
     _, row = keep.repository.create_session_with_messages(tenant, actor, subject, batch,
                                                           pii_protected=protected, **values)
     return ChatSession(keep.repository, row, keep.counter)

@@ -33,6 +33,7 @@ from chatkeep.messages import (
 from chatkeep.refs import Ref, require_ref
 from chatkeep.store.lifecycle import LifecycleStore
 from chatkeep.store.repository import BilledUsage, Repository, SessionRow
+from chatkeep.switches import protected_at_creation
 from chatkeep.tokens import HeuristicCounter, TokenCounter
 from chatkeep.validation import (
     INT32_MAX,
@@ -183,13 +184,14 @@ class ChatSession:
 
     @property
     def anonymize_pii(self) -> bool:
-        """This conversation's redaction switch (on by default); the app switch must be on too."""
+        """This conversation's redaction switch (on by default); the app switch must be on
+        too. Change it with :meth:`set_anonymize_pii` (a write: properties do no I/O)."""
         return self._row.anonymize_pii
 
     @anonymize_pii.setter
     def anonymize_pii(self, value: bool) -> None:
-        check_bool(value, "anonymize_pii")
-        self._row = self._repo.update_session(self.id, anonymize_pii=value)
+        raise InvalidArgument("session.anonymize_pii is read-only: call "
+                              "session.set_anonymize_pii(value), which stores the switch")
 
     def adopt_row(self, row: SessionRow) -> None:
         """Take ``row`` as this session's snapshot: one read or written elsewhere (the
@@ -221,9 +223,9 @@ class ChatSession:
         return self._repo.read_messages(self.id)
 
     def set_anonymize_pii(self, value: bool) -> None:
-        """This conversation's redaction switch (the ``anonymize_pii`` setter's method form,
-        which the async twin shares)."""
-        self.anonymize_pii = value
+        """Store this conversation's redaction switch (``anonymize_pii`` reads it)."""
+        check_bool(value, "anonymize_pii")
+        self._row = self._repo.update_session(self.id, anonymize_pii=value)
 
     def retract_last(self) -> Message | None:
         """Retract the newest live message: kept for the record and marked, but never
@@ -505,7 +507,7 @@ class SessionService:
         redacts it, whatever its own configuration."""
         values = check_session(tenant, actor, subject, title=title,
                                anonymize_pii=anonymize_pii, metadata=metadata)
-        protected = self._app_anonymize_pii and values["anonymize_pii"]
+        protected = protected_at_creation(self._app_anonymize_pii, values["anonymize_pii"])
         return self._wrap(self._repo.create_session(tenant, actor, subject,
                                                     pii_protected=protected, **values))
 
@@ -524,7 +526,7 @@ class SessionService:
         key = check_key(key)
         values = check_session(tenant, actor, subject, title=title,
                                anonymize_pii=anonymize_pii, metadata=metadata)
-        protected = self._app_anonymize_pii and values["anonymize_pii"]
+        protected = protected_at_creation(self._app_anonymize_pii, values["anonymize_pii"])
         row, created = self._repo.open_session(key, tenant, actor, subject,
                                                pii_protected=protected, **values)
         if not created:

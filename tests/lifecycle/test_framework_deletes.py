@@ -95,7 +95,7 @@ def test_a_langgraph_store_delete_leaves_no_bytes(db_url: str) -> None:
         item = store.search(namespace)[0]
         store.put(namespace, item.key, {"content": f"second draft {secret}"})
         store.put(namespace, "other", {"content": kept})
-        current = [i for i in store.search(namespace) if secret in i.value["content"]][0]
+        current = next(i for i in store.search(namespace) if secret in i.value["content"])
         store.delete(namespace, current.key)
         assert [i.value["content"] for i in store.search(namespace)] == [kept]
     assert on_disk(db_url, [secret, kept]) == [kept]

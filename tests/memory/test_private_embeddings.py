@@ -132,7 +132,7 @@ def test_a_memory_from_a_session_with_its_switch_off_carries_its_values(
     """Item 8: the source session's switch lets its own text go out raw, but the values
     stay personal for the redacting sessions that recall the memory."""
     off = pkeep.sessions.create(ORG, ALICE)
-    off.anonymize_pii = False  # this conversation goes out raw, by the user's choice
+    off.set_anonymize_pii(False)  # this conversation goes out raw, by the user's choice
     talk(off, "My name is Ana García.", "Noted.")
     player.will_extract(("personal", "The customer is Ana García."))
     pkeep.memory.distil(off.id)

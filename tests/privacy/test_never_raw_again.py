@@ -112,6 +112,6 @@ def test_restore_follows_the_switches(privacy_keep: Any) -> None:
     session.add_user(f"The operator's address is {EMAIL}.")
     keep.compressor.build_history(session, "sys")  # <EMAIL_1> now names it
     assert keep.privacy.restore(session, "<EMAIL_1>") == EMAIL
-    session.anonymize_pii = False
+    session.set_anonymize_pii(False)
     session.add_user("Repeat after me: <EMAIL_1>")
     assert keep.privacy.restore(session, "You said <EMAIL_1>") == "You said <EMAIL_1>"

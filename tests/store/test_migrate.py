@@ -198,7 +198,7 @@ def test_the_shipped_chain_read_without_alembic_is_alembics_own() -> None:
     assert migrate.head_revision() == script.get_current_head()
 
 
-def test_a_current_database_is_opened_without_importing_alembic(tmp_path: Any) -> None:
+def test_a_current_database_is_opened_without_importing_alembic(tmp_path: object) -> None:
     """What makes ``chatkeep sessions list`` start fast: neither Alembic nor the OpenAI SDK
     is imported when the schema is current and no model is called."""
     import subprocess

@@ -7,7 +7,8 @@ spends less CPU per statement than psycopg's async connection (``bench/async_loa
 shows both); a URL naming psycopg (``postgresql+psycopg://``) keeps psycopg's async
 connection (so does SQLAlchemy's spelling of it, ``postgresql+psycopg_async://``);
 ``postgres://`` (what many hosts put in ``DATABASE_URL``) is PostgreSQL. asyncpg takes
-no libpq ``options``: the ``-c name=value`` settings a URL carries there (``options=-csearch_path%3Dtenant_7``) become its ``server_settings``.
+no libpq ``options``: the ``-c name=value`` settings a URL carries there
+(``options=-csearch_path%3Dtenant_7``) become its ``server_settings``.
 SQLite gets the sync store's settings (WAL, ``synchronous``, busy timeout, foreign keys,
 ``BEGIN IMMEDIATE`` for writes); PostgreSQL pings a connection that sat idle before
 using it. Connections are pooled per event loop (:mod:`chatkeep.aio.pools`),

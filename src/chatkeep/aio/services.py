@@ -89,6 +89,11 @@ class AsyncHistoryCompressor(Twin[HistoryCompressor]):
         """What the model would receive from the stored state, for people to look at (see
         ``HistoryCompressor.preview_history``): never folds, calls a model or writes."""
 
+    @bridged
+    async def fold_backlog(self, session: AnySession) -> int:
+        """Fold a session's backlog with no per-turn bound on summarizer calls (the
+        ``"fold"`` job); returns how many folds were stored."""
+
 
 class AsyncMemoryService(Twin[MemoryService]):
     """Async twin of ``MemoryService`` (``keep.memory``)."""

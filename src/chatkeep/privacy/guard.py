@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
+from chatkeep import switches
 from chatkeep.config import PrivacyConfig
 from chatkeep.errors import InvalidArgument, PrivacyError
 from chatkeep.privacy.base import Span
@@ -64,7 +65,8 @@ class PrivacyGuard:
         ``pii_protected``), so a process started without it (a sweep, a worker on default
         config) never sends that session's text with less protection."""
         _check_session(session)
-        return session.anonymize_pii and (self.config.anonymize_pii or session.row.pii_protected)
+        return switches.redacts(session.anonymize_pii, self.config.anonymize_pii,
+                                session.row.pii_protected)
 
     def for_session(self, session: ChatSession,
                     known: Sequence[str | None] = ()) -> Egress:

@@ -45,6 +45,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from chatkeep import switches
 from chatkeep.aio import AsyncChatkeep, AsyncChatSession
 from chatkeep.aio.sessions import core_session
 from chatkeep.errors import ChatkeepError, PrivacyError, SessionNotFound
@@ -331,8 +332,8 @@ class ChatkeepSession:
         if self._session is None:
             return self.anonymize_pii
         core = core_session(self._session)
-        return core.anonymize_pii and (self.keep.config.privacy.anonymize_pii
-                                       or core.row.pii_protected)
+        return switches.redacts(core.anonymize_pii, self.keep.config.privacy.anonymize_pii,
+                                core.row.pii_protected)
 
     def _guarded(self, agent: Agent[Any]) -> Agent[Any]:
         """``agent`` with its input guardrails fed scrubbed input."""
