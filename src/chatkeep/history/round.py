@@ -25,6 +25,7 @@ reservations and request manifests hook into the same two steps.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from chatkeep.errors import ChatkeepError, PrivacyError
 from chatkeep.formats import History, HistoryInfo, get_format
 from chatkeep.history.plan import HistoryPlan, plan_history
 from chatkeep.history.summary import StructuredSummary
+from chatkeep.observability import tracing as telemetry
 from chatkeep.privacy.egress import WITHHELD_NOTE, Egress
 from chatkeep.sessions import ChatSession
 from chatkeep.store.repository import Repository, SessionRow
@@ -220,13 +222,18 @@ class HistoryRound:
         self.max_fold_calls, self._on_backlog = max_fold_calls, list(on_backlog)
         self.state = RoundState()
         self._known = [m.sealed_pii for m in recalled if not isinstance(m, str)]
+        ids = (getattr(m, "id", None) for m in recalled)
+        self.recalled_ids = tuple(i for i in ids if i is not None)
+        """The ids of the memories recalled into this round (its span reports them)."""
         self._repository = compressor._repository_for(session)
 
     def prepare(self) -> PreparedRound:
         """Re-read the session (its switches, summary and watermark may have moved
         elsewhere) and plan."""
         compressor, session = self.compressor, self.session
-        row, pinned_before, messages = self._repository.read_history(session.id)
+        read = self._repository.read_history
+        row, pinned_before, messages = telemetry.read_history(read, session.id) \
+            if telemetry.ON else read(session.id)
         session.adopt_row(row)
         egress = compressor._egress(session, self._known)
         summary = compressor._model_summary(session, row.summary, egress)
@@ -269,7 +276,13 @@ class HistoryRound:
 
     def build(self) -> History[Any]:
         """The round as ``build_history`` runs it: the plan in the round's wire format,
-        scrubbed as one body."""
+        scrubbed as one body (in a ``chatkeep.build_history`` span when OpenTelemetry is
+        installed)."""
+        if telemetry.ON:
+            return telemetry.build_history(self, self._build)
+        return self._build()
+
+    def _build(self) -> History[Any]:
         wire = get_format(self.format)
 
         def render(prepared: PreparedRound) -> History[Any]:
@@ -319,9 +332,11 @@ class HistoryRound:
             return until is not None
 
         try:
-            folded = self.compressor._summarize(session, prepared.summary, prepared.plan.fold,
-                                                prepared.egress, max_calls=self.max_fold_calls,
-                                                renew=renew)
+            summarize = functools.partial(
+                self.compressor._summarize, session, prepared.summary, prepared.plan.fold,
+                prepared.egress, max_calls=self.max_fold_calls, renew=renew)
+            folded = telemetry.fold(session, prepared.plan.fold, summarize) \
+                if telemetry.ON else summarize()
             if isinstance(folded, Deferred):  # refused for quota: no back-off
                 repository.release_fold(session.id, held[0])
                 return folded

@@ -14,6 +14,7 @@ from typing import Any
 from chatkeep.errors import ConfigError
 from chatkeep.llm.base import AsyncChatModel, ChatModel, Completion
 from chatkeep.llm.openai_client import AsyncOpenAIChatModel, OpenAIChatModel
+from chatkeep.observability import tracing as telemetry
 from chatkeep.privacy.egress import outgoing
 
 __all__ = ["GuardedChatModel", "as_async_chat_model", "as_chat_model", "is_async_client"]
@@ -32,10 +33,14 @@ class GuardedChatModel:
     def complete(self, messages: Sequence[dict[str, Any]], *, model: str,
                  max_tokens: int | None = None, temperature: float | None = None,
                  json_mode: bool = False) -> Completion:
-        """``inner.complete`` on the scrubbed messages (``PrivacyError`` with no egress)."""
-        return self.inner.complete(outgoing(list(messages)), model=model,
-                                   max_tokens=max_tokens, temperature=temperature,
-                                   json_mode=json_mode)
+        """``inner.complete`` on the scrubbed messages (``PrivacyError`` with no egress),
+        in a ``chat`` span when OpenTelemetry is installed."""
+        body = outgoing(list(messages))
+        if telemetry.ON:
+            return telemetry.chat(self.inner, body, model=model, max_tokens=max_tokens,
+                                  temperature=temperature, json_mode=json_mode)
+        return self.inner.complete(body, model=model, max_tokens=max_tokens,
+                                   temperature=temperature, json_mode=json_mode)
 
 
 def as_async_chat_model(client: Any) -> AsyncChatModel:

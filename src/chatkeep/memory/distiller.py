@@ -32,6 +32,7 @@ from chatkeep.memory.replies import Event, Fact, parse_decisions, parse_facts
 from chatkeep.memory.scopes import ScopeTarget, available_scopes, target_for
 from chatkeep.memory.text import content_key
 from chatkeep.messages import Message
+from chatkeep.observability import tracing as telemetry
 from chatkeep.privacy.egress import OPEN, Egress, bound
 from chatkeep.privacy.filters import OutboundFilter
 from chatkeep.quotas import QuotaService, Reservation
@@ -118,7 +119,13 @@ class Distiller:
         self.counter = counter or HeuristicCounter()
 
     def run(self, session: ChatSession) -> DistilResult:
-        """Distil everything up to the session's last message as of now."""
+        """Distil everything up to the session's last message as of now (in an
+        ``update_memory`` span when OpenTelemetry is installed)."""
+        if telemetry.ON:
+            return telemetry.distil(session, lambda: self._run(session))
+        return self._run(session)
+
+    def _run(self, session: ChatSession) -> DistilResult:
         result = DistilResult(session.id)
         target_seq = session.refresh().message_count
         for _ in range(MAX_CHUNKS_PER_RUN):

@@ -29,6 +29,7 @@ from chatkeep.errors import ModelError, StoreError
 from chatkeep.memory.embedders.base import Embedder
 from chatkeep.memory.embedders.mask import EmbedMask
 from chatkeep.memory.text import query_terms
+from chatkeep.observability import tracing as telemetry
 from chatkeep.refs import Ref
 from chatkeep.sessions import ChatSession
 from chatkeep.store.memories import MemoryRow, MemoryStore
@@ -158,7 +159,8 @@ class HybridRetriever:
     def _send(self, sent: list[str]) -> list[list[float] | None]:
         """One embeddings request for texts already masked."""
         try:
-            vectors = self.embedder.embed(sent)
+            vectors = telemetry.embed(self.embedder, sent) if telemetry.ON \
+                else self.embedder.embed(sent)
             if len(vectors) != len(sent):
                 raise ModelError(f"{self.model}: {len(vectors)} vectors for {len(sent)} texts")
         except ModelError as exc:

@@ -1,0 +1,232 @@
+"""chatkeep's spans: the hooks the round, the guarded model, the fold, the distiller and
+the embedding requests call when :data:`ON` (the API is importable).
+
+``opentelemetry.trace`` is imported on the first span, never at import: a process without
+the extra pays one attribute check per hook and imports nothing of it. With the API and no
+provider, the spans are the API's non-recording ones and their attributes are not even
+computed (``is_recording``). Spans and names follow the GenAI conventions: ``chat {model}``
+and ``embeddings {model}`` (client spans), ``update_memory chatkeep.summary`` (a fold) and
+``update_memory chatkeep.memories`` (a distillation), and ``chatkeep.build_history``, the
+round that every model call of a turn nests in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from chatkeep.observability import attributes as a
+from chatkeep.observability import capture, metrics
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer
+
+    from chatkeep.history.round import HistoryRound
+    from chatkeep.llm.base import ChatModel, Completion
+    from chatkeep.memory.embedders.base import Embedder
+    from chatkeep.sessions import ChatSession
+
+T = TypeVar("T")
+
+ON = metrics.ON
+"""Whether the hooks run: ``opentelemetry`` is importable (checked without importing it)."""
+
+_PLACEHOLDER = re.compile(r"<[A-Z][A-Z0-9_]*_\d+>")
+_tracers: list[Tracer] = []
+
+
+def tracer() -> Tracer:
+    """chatkeep's tracer (the API's proxy until the application sets a provider)."""
+    if not _tracers:
+        from opentelemetry import trace
+
+        _tracers.append(trace.get_tracer("chatkeep", a.version()))
+    return _tracers[0]
+
+
+def _client_kind() -> Any:
+    from opentelemetry.trace import SpanKind
+
+    return SpanKind.CLIENT
+
+
+def provider_of(model: object) -> str:
+    """``gen_ai.provider.name`` of a model: its own ``provider_name``, else read from the
+    client class it wraps (``openai``, ``anthropic``), else the class name."""
+    seen = model
+    for _ in range(4):
+        declared = getattr(seen, "provider_name", None)
+        if isinstance(declared, str):
+            return declared
+        name = f"{type(seen).__module__}.{type(seen).__name__}".lower()
+        for known in ("anthropic", "openai"):
+            if known in name:
+                return known
+        inner = next((getattr(seen, attr) for attr in ("inner", "model", "client")
+                      if not isinstance(getattr(seen, attr, None), (str, type(None)))), None)
+        if inner is None:
+            break
+        seen = inner
+    return type(model).__name__
+
+
+def _failed(base: dict[str, Any], span: Span, exc: BaseException) -> None:
+    base[a.ERROR_TYPE] = type(exc).__qualname__
+    span.set_attribute(a.ERROR_TYPE, base[a.ERROR_TYPE])
+
+
+def chat(inner: ChatModel, body: list[dict[str, Any]], *, model: str,
+         max_tokens: int | None, temperature: float | None, json_mode: bool) -> Completion:
+    """``inner.complete(body)`` in a ``chat {model}`` span: ``body`` is what the egress
+    returned (the only content a span may carry, when capture is on)."""
+    scope = a.current_scope()
+    base: dict[str, Any] = {a.OPERATION: a.CHAT, a.PROVIDER: provider_of(inner),
+                            a.REQUEST_MODEL: model, **scope.attributes()}
+    attrs = dict(base)
+    if max_tokens is not None:
+        attrs[a.REQUEST_MAX_TOKENS] = max_tokens
+    if temperature is not None:
+        attrs[a.REQUEST_TEMPERATURE] = temperature
+    if json_mode:
+        attrs[a.OUTPUT_TYPE] = "json"
+    if scope.session_id is not None:
+        attrs[a.CONVERSATION_ID] = scope.session_id
+    started = time.perf_counter()
+    with tracer().start_as_current_span(f"chat {model}", kind=_client_kind(),
+                                        attributes=attrs) as span:
+        if capture.capture_enabled() and span.is_recording():
+            span.set_attribute(a.INPUT_MESSAGES, capture.input_messages(body))
+        try:
+            completion = inner.complete(body, model=model, max_tokens=max_tokens,
+                                        temperature=temperature, json_mode=json_mode)
+        except BaseException as exc:
+            _failed(base, span, exc)
+            metrics.record_duration(base, time.perf_counter() - started)
+            raise
+        if completion.model:
+            base[a.RESPONSE_MODEL] = completion.model
+            span.set_attribute(a.RESPONSE_MODEL, completion.model)
+        usage = completion.usage
+        if usage is not None:
+            span.set_attribute(a.INPUT_TOKENS, usage.prompt_tokens)
+            span.set_attribute(a.OUTPUT_TOKENS, usage.completion_tokens)
+            metrics.record_tokens(base, usage.prompt_tokens, usage.completion_tokens)
+        metrics.record_duration(base, time.perf_counter() - started)
+    return completion
+
+
+def embed(embedder: Embedder, texts: list[str]) -> list[list[float]]:
+    """``embedder.embed(texts)`` (texts already masked) in an ``embeddings {model}``
+    span."""
+    scope = a.current_scope()
+    model = embedder.model
+    base: dict[str, Any] = {a.OPERATION: a.EMBEDDINGS, a.PROVIDER: provider_of(embedder),
+                            a.REQUEST_MODEL: model, **scope.attributes()}
+    started = time.perf_counter()
+    with tracer().start_as_current_span(f"embeddings {model}", kind=_client_kind(),
+                                        attributes=base) as span:
+        try:
+            vectors = embedder.embed(texts)
+        except BaseException as exc:
+            _failed(base, span, exc)
+            metrics.record_duration(base, time.perf_counter() - started)
+            raise
+        if vectors and span.is_recording():
+            span.set_attribute(a.EMBEDDING_DIMENSIONS, len(vectors[0]))
+        metrics.record_duration(base, time.perf_counter() - started)
+    return vectors
+
+
+def read_history(read: Callable[[str], T], session_id: str) -> T:
+    """The round's store read, timed (``chatkeep.store.duration``); the messages it read
+    after the watermark go on the round's span (``chatkeep.history.messages_in``)."""
+    started = time.perf_counter()
+    result = read(session_id)
+    metrics.record_store_duration("read_history", time.perf_counter() - started)
+    from opentelemetry import trace
+
+    span = trace.get_current_span()
+    if span.is_recording() and isinstance(result, tuple) and len(result) == 3:
+        span.set_attribute(a.MESSAGES_IN, len(result[2]))
+    return result
+
+
+def build_history(rnd: HistoryRound, build: Callable[[], T]) -> T:
+    """One ``build_history`` round in a ``chatkeep.build_history`` span: what went in and
+    out, the tokens, whether it folded, the summary's version and watermark, the recalled
+    memory ids and how many placeholders the body holds (a count, never a value)."""
+    session = rnd.session
+    with a.scoped(session.tenant, session.id, "chat"), \
+            tracer().start_as_current_span("chatkeep.build_history") as span:
+        history = build()
+        if span.is_recording():
+            info = getattr(history, "info", None)
+            row = session.row
+            attrs: dict[str, Any] = {
+                **a.current_scope().attributes(), a.CONVERSATION_ID: session.id,
+                a.FORMAT: rnd.format, a.MESSAGES_OUT: len(history),  # type: ignore[arg-type]
+                a.SUMMARY_VERSION: row.summary_version, a.WATERMARK: row.summary_watermark,
+                a.RECALLED: [str(m) for m in rnd.recalled_ids],
+                a.REDACTIONS: _placeholders(history)}
+            if info is not None:
+                attrs.update({a.TOKENS: info.tokens, a.BUDGET: info.budget,
+                              a.FOLDED: info.compressed, a.SUMMARY_FAILED: info.summary_failed,
+                              a.OVER_BUDGET: info.over_budget_reason is not None})
+            span.set_attributes(attrs)
+    return history
+
+
+def _placeholders(history: Any) -> int:
+    """How many placeholders the outgoing body holds (its redactions, counted)."""
+    text = json.dumps([list(history), getattr(history, "system", None)],
+                      ensure_ascii=False, default=str)
+    return len(_PLACEHOLDER.findall(text))
+
+
+def fold(session: ChatSession, messages: Sequence[object], summarize: Callable[[], T]) -> T:
+    """One fold (the summarizer's calls and what they made) in an ``update_memory
+    chatkeep.summary`` span; counts it in ``chatkeep.folds`` by outcome."""
+    with a.scoped(session.tenant, session.id, "summary") as scope, \
+            tracer().start_as_current_span(
+                f"{a.UPDATE_MEMORY} {a.STORE_SUMMARY}",
+                attributes={a.OPERATION: a.UPDATE_MEMORY, a.MEMORY_STORE_ID: a.STORE_SUMMARY,
+                            a.CONVERSATION_ID: session.id, a.FOLD_MESSAGES: len(messages),
+                            **scope.attributes()}) as span:
+        result = summarize()
+        outcome = _fold_outcome(result)
+        span.set_attribute(a.FOLD_OUTCOME, outcome)
+        cost = getattr(result, "cost", None)
+        if isinstance(cost, dict):
+            span.set_attributes({a.FOLD_CALLS: int(cost.get("calls") or 0),
+                                 a.INPUT_TOKENS: int(cost.get("prompt_tokens") or 0),
+                                 a.OUTPUT_TOKENS: int(cost.get("completion_tokens") or 0)})
+        metrics.record_fold(scope.tenant, outcome)
+    return result
+
+
+def _fold_outcome(result: object) -> str:
+    if result is None:
+        return "failed"
+    if hasattr(result, "through"):
+        return "folded"
+    if getattr(result, "quota", False):
+        return "refused"
+    return "lost_race" if hasattr(result, "what") else "deferred"
+
+
+def distil(session: ChatSession, run: Callable[[], T]) -> T:
+    """One distillation in an ``update_memory chatkeep.memories`` span: the memory ids it
+    wrote and how many model calls it made."""
+    with a.scoped(session.tenant, session.id, "distil") as scope, \
+            tracer().start_as_current_span(
+                f"{a.UPDATE_MEMORY} {a.STORE_MEMORIES}",
+                attributes={a.OPERATION: a.UPDATE_MEMORY, a.MEMORY_STORE_ID: a.STORE_MEMORIES,
+                            a.CONVERSATION_ID: session.id, **scope.attributes()}) as span:
+        result = run()
+        if span.is_recording():
+            ids = [str(i) for i in getattr(result, "memory_ids", ())]
+            span.set_attributes({a.MEMORIES_ADDED: len(ids), a.MEMORY_IDS: ids})
+    return result
