@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from chatkeep.observability import attributes as a
 
 if TYPE_CHECKING:
-    from opentelemetry.metrics import Counter, Histogram
+    from opentelemetry.metrics import Counter, Histogram, Meter
 
 TOKEN_USAGE = "gen_ai.client.token.usage"
 OPERATION_DURATION = "gen_ai.client.operation.duration"
@@ -43,12 +43,14 @@ ON = _available()
 
 
 class _Instruments:
-    """The five instruments, made once on chatkeep's meter."""
+    """The five instruments, made once on chatkeep's meter (the global provider's, or
+    ``meter``'s: a bench compares providers in one process)."""
 
-    def __init__(self) -> None:
-        from opentelemetry import metrics
+    def __init__(self, meter: Meter | None = None) -> None:
+        if meter is None:
+            from opentelemetry import metrics
 
-        meter = metrics.get_meter("chatkeep", a.version())
+            meter = metrics.get_meter("chatkeep", a.version())
         self.tokens: Histogram = meter.create_histogram(
             TOKEN_USAGE, unit="{token}", description="Tokens used by a GenAI call",
             explicit_bucket_boundaries_advisory=_TOKEN_BUCKETS)
