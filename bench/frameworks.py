@@ -38,7 +38,8 @@ its summarizer calls, as the background fold job would):
   only store), and, aside, ``SqliteSaver`` plus ``ChatkeepMiddleware`` (the checkpointer
   keeps and rewrites the whole state as before; the middleware only trims what the model
   is sent). ``ChatkeepSaver`` plus ``ChatkeepMiddleware``: chatkeep's own checkpointer,
-  whose checkpoints refer to the session's log (the documented setup, held to the
+  whose checkpoints refer to the session's log, keeping the newest ``SAVER_KEEPS``
+  checkpoints of the thread (the documented setup for long threads, held to the
   targets). Model-visible: every message the fake model was sent.
 
 Tokens are counted the same way on both sides, with chatkeep's ``HeuristicCounter`` over
@@ -408,6 +409,11 @@ SAVER_ASIDE = ("the checkpointer still writes the whole state every step: the mi
                "can only add to SqliteSaver's own cost")
 
 
+#: The checkpoints ``ChatkeepSaver`` keeps per thread here: a thread's checkpoints are one
+#: value in its session's metadata, rewritten at every step (a table would make that flat).
+SAVER_KEEPS = 8
+
+
 def fake_model() -> Any:
     """langchain-core's ``GenericFakeChatModel`` answering each call with the next text of
     the shared pool, keeping what it was last sent."""
@@ -483,12 +489,12 @@ async def langgraph_contenders(directory: Path, sizes: Sequence[int], budget: in
         return [ChatkeepMiddleware(keep, tenant=ORG)]
 
     graphs = []
-    ours = ChatkeepSaver(keep, tenant=ORG)
+    ours = ChatkeepSaver(keep, tenant=ORG, keep_last=SAVER_KEEPS)
     for name, checkpointer, chatkeep in (
             ("SqliteSaver", saver("langgraph-sdk.db"), False),
             ("SqliteSaver + ChatkeepMiddleware", saver("langgraph-with-chatkeep.db"), True),
             ("ChatkeepMiddleware, no checkpointer", None, True),
-            ("ChatkeepSaver + ChatkeepMiddleware", ours, True)):
+            (f"ChatkeepSaver(keep_last={SAVER_KEEPS}) + ChatkeepMiddleware", ours, True)):
         model = fake_model()
         graph = create_agent(model, [], system_prompt=SYSTEM, checkpointer=checkpointer,
                              middleware=middleware() if chatkeep else ())
