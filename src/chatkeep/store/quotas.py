@@ -21,7 +21,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Engine, and_, bindparam, case, delete, insert, select, update
+from sqlalchemy import (
+    BigInteger,
+    Engine,
+    and_,
+    bindparam,
+    case,
+    delete,
+    insert,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
 from chatkeep.errors import QuotaExceeded
@@ -29,7 +40,7 @@ from chatkeep.refs import Ref
 from chatkeep.store.direct import driver_transport
 from chatkeep.store.executor import CoreTransport, Transport
 from chatkeep.store.rows import as_utc, utcnow
-from chatkeep.store.schema import chat_quotas, chat_reservations
+from chatkeep.store.schema import TS, chat_quotas, chat_reservations
 
 TENANT_KEY = ""
 """The scope key of a tenant-wide quota."""
@@ -91,6 +102,70 @@ RESERVATIONS_OF = (select(_R.id, _R.tokens, _R.purpose, _R.session_id, _R.lease_
                    .where(_R.tenant_type == bindparam("b_tenant_type"),
                           _R.tenant_id == bindparam("b_tenant_id"))
                    .order_by(_R.lease_until))
+
+
+# -- PostgreSQL: each a single statement, its own transaction (one round trip) ------------
+# The quota rows are locked (FOR UPDATE: a waiter re-reads the row a concurrent reserver
+# committed), the verdict is taken over all of them, and the update and the reservation's
+# insert happen only when every row fits: all or nothing, in one statement.
+
+_PG_ROLL_END = ("CASE WHEN CAST(:b_now AS BIGINT) >= window_end THEN CASE window_kind "
+                "WHEN 'day' THEN CAST(:b_day_end AS BIGINT) "
+                "WHEN 'month' THEN CAST(:b_month_end AS BIGINT) "
+                "ELSE CAST(:b_now AS BIGINT) + window_seconds END ELSE window_end END")
+_PG_ROLL_SPENT = "CASE WHEN CAST(:b_now AS BIGINT) >= window_end THEN 0 ELSE spent END"
+_PG_KEYS = ("tenant_type = :b_tenant_type AND tenant_id = :b_tenant_id "
+            "AND scope_key IN (:b_key_a, :b_key_b)")
+_BIG = ("b_now", "b_day_end", "b_month_end", "b_tokens", "b_lease")
+PG_RESERVE = text(f"""
+WITH locked AS (
+  SELECT scope_key, tokens, {_PG_ROLL_SPENT} AS spent, reserved, window_end
+  FROM chat_quotas WHERE {_PG_KEYS} ORDER BY scope_key FOR UPDATE),
+verdict AS (
+  SELECT bool_and(spent + reserved + CAST(:b_tokens AS BIGINT) <= tokens) AS fits
+  FROM locked),
+upd AS (
+  UPDATE chat_quotas SET window_end = {_PG_ROLL_END}, spent = {_PG_ROLL_SPENT},
+         reserved = reserved + CAST(:b_tokens AS BIGINT)
+  FROM verdict WHERE verdict.fits AND {_PG_KEYS}
+  RETURNING chat_quotas.scope_key),
+ins AS (
+  INSERT INTO chat_reservations (id, tenant_type, tenant_id, tenant_id_int, key_a, key_b,
+                                 tokens, session_id, purpose, lease_until, created_at)
+  SELECT :b_id, :b_tenant_type, :b_tenant_id, :b_tenant_int,
+         (SELECT scope_key FROM locked WHERE scope_key = :b_key_a),
+         (SELECT scope_key FROM locked WHERE scope_key = :b_key_b),
+         CAST(:b_tokens AS BIGINT), :b_session_id, :b_purpose, CAST(:b_lease AS BIGINT),
+         :b_at
+  FROM verdict WHERE verdict.fits
+  RETURNING id)
+SELECT scope_key, tokens, spent, reserved + CAST(:b_tokens AS BIGINT), window_end,
+       (SELECT fits FROM verdict) FROM locked""").bindparams(
+    *(bindparam(name, type_=BigInteger()) for name in _BIG),
+    bindparam("b_at", type_=TS))
+"""The reservation on PostgreSQL; returns the quota rows (``reserved`` as if this call's
+were added) and whether all of them fit (then it was written)."""
+
+
+def _pg_settle(take: str) -> Any:
+    return text(f"""
+WITH r AS ({take} RETURNING tenant_type, tenant_id, key_a, key_b, tokens),
+u AS (
+  UPDATE chat_quotas SET window_end = {_PG_ROLL_END},
+         spent = {_PG_ROLL_SPENT} + COALESCE(CAST(:b_used AS BIGINT), r.tokens),
+         reserved = CASE WHEN chat_quotas.reserved > r.tokens
+                         THEN chat_quotas.reserved - r.tokens ELSE 0 END
+  FROM r WHERE chat_quotas.tenant_type = r.tenant_type
+    AND chat_quotas.tenant_id = r.tenant_id AND chat_quotas.scope_key IN (r.key_a, r.key_b)
+  RETURNING 1)
+SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM u)""").bindparams(
+        *(bindparam(name, type_=BigInteger()) for name in ("b_now", "b_day_end",
+                                                          "b_month_end", "b_used")))
+
+
+PG_SETTLE = _pg_settle("DELETE FROM chat_reservations WHERE id = :b_id")
+PG_EXPIRE = _pg_settle("DELETE FROM chat_reservations WHERE id = :b_id "
+                       "AND lease_until <= CAST(:b_now AS BIGINT)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +305,10 @@ class QuotaStore:
         when one cannot hold them (rolled back: nothing written). ``default``: the
         config's ``(tokens, kind, seconds, window_end)`` for a tenant without a quota."""
         params = {**_keys(tenant, actor), **clock.params(), "b_tokens": tokens}
+        if self._transport.dialect == "postgresql":
+            return self._reserve_in_one_statement(tenant, actor, tokens, clock, params,
+                                                  lease_until=lease_until, purpose=purpose,
+                                                  session_id=session_id, default=default)
         with self._transport.transaction() as ex:
             if default is not None:
                 ex.many(INSERT_DEFAULT[self._transport.dialect],
@@ -251,12 +330,38 @@ class QuotaStore:
                 "lease_until": lease_until, "created_at": self.clock()}])
             return held
 
+    def _reserve_in_one_statement(self, tenant: Ref, actor: Ref | None, tokens: int,
+                                  clock: Clock, params: dict[str, Any], *, lease_until: int,
+                                  purpose: str, session_id: str | None,
+                                  default: tuple[int, str, int, int] | None) -> Held | None:
+        """PostgreSQL's reservation: :data:`PG_RESERVE` in autocommit (one round trip;
+        the default quota's insert, when configured, one before it)."""
+        held = Held(str(uuid.uuid4()), tokens, lease_until)
+        with self._transport.autocommit() as ex:
+            if default is not None:
+                ex.many(INSERT_DEFAULT["postgresql"], [self._new_row(tenant, None, *default)])
+            rows = ex.rows(PG_RESERVE, {
+                **params, "b_id": held.id, "b_tenant_int": tenant.id_is_int,
+                "b_session_id": session_id, "b_purpose": purpose, "b_lease": lease_until,
+                "b_at": self.clock()})
+        if not rows:
+            return None
+        if not rows[0][5]:
+            raise _exceeded(tenant, actor, tokens, rows, clock.now)
+        return held
+
     def settle(self, reservation_id: str, used: int | None, clock: Clock) -> bool:
         """Settle the reservation: ``used`` tokens spent (``None``: its reserved amount;
         0: released). ``False`` when it was settled already, or swept."""
         return self._settle(TAKE_RESERVATION, reservation_id, used, clock)
 
     def _settle(self, take: Any, reservation_id: str, used: int | None, clock: Clock) -> bool:
+        if self._transport.dialect == "postgresql":
+            statement = PG_EXPIRE if take is TAKE_EXPIRED else PG_SETTLE
+            with self._transport.autocommit() as ex:
+                taken = ex.rows(statement, {"b_id": reservation_id, **clock.params(),
+                                            "b_used": used})
+            return bool(taken and taken[0][0])
         with self._transport.transaction() as ex:
             taken = ex.rows(take, {"b_id": reservation_id, **clock.params()})
             if not taken:
