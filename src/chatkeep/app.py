@@ -41,6 +41,7 @@ from chatkeep.llm.base import ChatModel
 from chatkeep.llm.openai_client import model_from_config
 from chatkeep.memory import DISTIL_JOB, MemoryService
 from chatkeep.memory.embedders import Embedder, make_embedder, pii_mask
+from chatkeep.observability import configure as configure_telemetry
 from chatkeep.privacy.detector import Recognizer
 from chatkeep.privacy.guard import PrivacyGuard
 from chatkeep.quotas import QuotaService
@@ -77,6 +78,8 @@ class Chatkeep:
                  embedder: Embedder | str | None = None) -> None:
         self.config = Config.load(config)
         _check_arguments(counter, create_schema, recognizers)
+        if self.config.observability.capture_content:
+            configure_telemetry(capture_content=True)
         self.counter = counter or HeuristicCounter()
         # A bad dispatcher or model fails before any connection (and before a SQLite file
         # is created).

@@ -298,6 +298,22 @@ class QuotaConfig:
 
 
 @dataclass
+class ObservabilityConfig:
+    """OpenTelemetry spans and metrics (``chatkeep[otel]``; docs/observability.md)."""
+
+    capture_content: bool = False
+    """Put each model request, as it left through the egress (placeholders, never raw
+    values), on its ``chat`` span as ``gen_ai.input.messages``. Off by default; turned on
+    for the whole process by the first ``Chatkeep`` that asks."""
+
+    def validate(self) -> None:
+        """Raise ``ConfigError`` unless ``capture_content`` is a bool."""
+        if not isinstance(self.capture_content, bool):
+            raise ConfigError(f"observability.capture_content must be true or false, got "
+                              f"{self.capture_content!r}")
+
+
+@dataclass
 class Config:
     """All of chatkeep's settings; every section has working defaults."""
 
@@ -307,6 +323,7 @@ class Config:
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     quotas: QuotaConfig = field(default_factory=QuotaConfig)
+    observability: ObservabilityConfig = field(default_factory=ObservabilityConfig)
 
     def validate(self) -> Self:
         """Validate every section; returns ``self`` for chaining."""
@@ -316,6 +333,7 @@ class Config:
         self.privacy.validate()
         self.store.validate()
         self.quotas.validate()
+        self.observability.validate()
         return self
 
     @classmethod

@@ -3,11 +3,23 @@ from the SDK's in-memory exporter and metric reader."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import openai
+import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
-from chatkeep import Ref
-from chatkeep.observability import record_quota_refusal, record_store_duration
+from chatkeep import Chatkeep, Config, Ref
+from chatkeep.errors import ConfigError
+from chatkeep.observability import (
+    capture_enabled,
+    configure,
+    record_quota_refusal,
+    record_store_duration,
+)
 from chatkeep.sessions import ChatSession
+from chatkeep.testing import FakeOpenAIServer, Reply
 from conftest import Telemetry, World
 
 ORG = Ref("organization", 7)
@@ -167,3 +179,32 @@ def test_a_failed_model_call_is_an_error_span_with_its_type(world: World,
     assert dict(fold.attributes)["chatkeep.fold.outcome"] == "failed"
     assert dict(telemetry.named("chatkeep.build_history")[0].attributes)[
         "chatkeep.history.summary_failed"] is True
+
+
+def test_content_capture_is_a_config_switch(tmp_path: Path, telemetry: Telemetry) -> None:
+    with pytest.raises(ConfigError, match=r"observability\.capture_content"):
+        Config.from_dict({"observability": {"capture_content": "maybe"}})
+    assert Config().observability.capture_content is False
+    assert not capture_enabled()
+    server = FakeOpenAIServer(responder=lambda body: Reply.ok("A summary.")).start()
+    try:
+        client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        keep = Chatkeep(f"sqlite:///{tmp_path / 'c.db'}", model=client, dispatcher="inline",
+                        config={"chat": {"max_history_tokens": 500, "recent_messages_min": 1},
+                                "memory": {"distil_on_compress": False},
+                                "observability": {"capture_content": True}})
+        assert capture_enabled()
+        session = keep.sessions.create(ORG, ACTOR)
+        for i in range(6):
+            session.add_user(f"Question {i}. {FILLER}")
+            session.add_assistant(f"Answer {i}. {FILLER}")
+        session.add_user("And now?")
+        assert keep.compressor.build_history(session, "You help.").info.compressed
+        keep.close()
+    finally:
+        server.stop()
+        configure(capture_content=False)
+    (call,) = [s for s in telemetry.spans() if s.name == "chat gpt-4o-mini"]
+    captured = json.loads(dict(call.attributes)["gen_ai.input.messages"])
+    assert captured[0]["role"] == "system"
+    assert any("Question 0." in part["content"] for m in captured for part in m["parts"])
