@@ -1,12 +1,13 @@
 """``ChatkeepMiddleware``: LangChain v1 agent middleware that sends chatkeep's history.
 
 Every model call of a ``create_agent`` agent goes out with the session's budgeted,
-redacted history instead of the thread's whole message list; the thread's state is
-never touched (no ``RemoveMessage``: the state grows as LangGraph's own, the
-checkpointer keeps it whole). What the thread adds (the user's input, the model's
-answers, tool results) is recorded in the session named by the thread's
-``thread_id``, so chatkeep holds the conversation, bills it and folds it into its
-summary, and a tool call always goes out with every one of its results.
+redacted history instead of the thread's whole message list. What the thread adds (the
+user's input, the model's answers, tool results) is recorded in the session named by the
+thread's ``thread_id``, so chatkeep holds the conversation, bills it and folds it into its
+summary, and a tool call always goes out with every one of its results. Once recorded
+and folded, a message leaves the thread's state (``RemoveMessage``, see :mod:`.trim`):
+a checkpointer of the user's own writes a bounded state, not the whole thread
+(``trim_state=False`` keeps LangGraph's whole state).
 
     keep = Chatkeep("sqlite:///chat.db")
     agent = create_agent(model, tools, middleware=[ChatkeepMiddleware(keep)],
@@ -48,6 +49,7 @@ from langchain_core.messages import (
     AIMessageChunk,
     AnyMessage,
     BaseMessage,
+    RemoveMessage,
     SystemMessage,
     ToolMessage,
 )
@@ -66,6 +68,7 @@ from chatkeep.integrations.langchain.messages import (
     from_history,
     pending,
 )
+from chatkeep.integrations.langchain.trim import folded_ids
 from chatkeep.privacy.egress import map_strings
 from chatkeep.privacy.streaming import StreamRestorer
 from chatkeep.refs import Ref
@@ -106,6 +109,7 @@ class _Options:
     title: str | None
     anonymize_pii: bool
     restore: bool = True
+    trim: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,15 +136,23 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     (``build_history``: budget, summary, redaction), and its system message by the same
     text as it goes out (redacted, with recalled memories when configured). Put it last
     in ``middleware=[...]``, nearest the model, so what it sends is what the model gets.
+
+    ``trim_state`` (default on): after each model call, the messages chatkeep has recorded
+    and folded into the summary leave the thread's state; it then holds the unfolded end
+    of the conversation and the current turn (the open tool calls and their results, what
+    an interrupt resumes), so its checkpoints stay as small at the thousandth turn as at
+    the tenth. Off: the state grows as LangGraph's own.
     """
 
     def __init__(self, keep: Chatkeep | AsyncChatkeep, *, tenant: Party = None,
                  actor: Party = None, subject: Party = None, title: str | None = None,
-                 anonymize_pii: bool = True, restore_output: bool = True) -> None:
+                 anonymize_pii: bool = True, restore_output: bool = True,
+                 trim_state: bool = True) -> None:
         self.keep = check_keep(keep, "ChatkeepMiddleware")
         self.tenant, self.actor, self.subject = tenant, actor, subject
-        self._options = _Options(title, anonymize_pii, check_bool(restore_output,
-                                                                  "restore_output"))
+        self._options = _Options(title, anonymize_pii,
+                                 check_bool(restore_output, "restore_output"),
+                                 check_bool(trim_state, "trim_state"))
         self.tools = []
         self._last: OrderedDict[tuple[Ref, str], str | None] = OrderedDict()
 
@@ -208,11 +220,14 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return restored_response(core, prepared.session, response) \
             if self._options.restore else response
 
-    def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
-        """Record the model's answer (the state is left as it is)."""
+    def after_model(self, state: AgentState[Any], runtime: Runtime[Any],
+                    ) -> dict[str, Any] | None:
+        """Record the model's answer; with ``trim_state``, the state update that removes
+        what the session has recorded and folded."""
         thread = self.thread(runtime)
-        record(self._sync(), thread, self._options, state["messages"])
+        gone = record_and_trim(self._sync(), thread, self._options, state["messages"])
         self._recorded(thread, state["messages"])
+        return _removal(gone)
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
         """Record what the run ended with (a ``return_direct`` tool's result); nothing to
@@ -242,11 +257,13 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return response
         return await self._run(restored_response, prepared.session, response)
 
-    async def aafter_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+    async def aafter_model(self, state: AgentState[Any], runtime: Runtime[Any],
+                           ) -> dict[str, Any] | None:
         """Async twin of :meth:`after_model`."""
         thread = self.thread(runtime)
-        await self._run(record, thread, self._options, state["messages"])
+        gone = await self._run(record_and_trim, thread, self._options, state["messages"])
         self._recorded(thread, state["messages"])
+        return _removal(gone)
 
     async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
         """Async twin of :meth:`after_agent`."""
@@ -336,6 +353,26 @@ def record(core: Chatkeep, thread: Thread, options: _Options,
         _refuse_foreign(core, session, thread, new)
     _append(core, session, new, state, count)
     return session
+
+
+def record_and_trim(core: Chatkeep, thread: Thread, options: _Options,
+                    state: Sequence[BaseMessage]) -> list[str]:
+    """:func:`record` ``state``, then the ids of its messages that may leave it (with
+    ``options.trim``): recorded and folded into the session's summary, before the
+    current turn (:func:`.trim.folded_ids`). No fold yet: nothing is asked."""
+    session = record(core, thread, options, state)
+    watermark = session.summary_watermark
+    if not options.trim or not watermark:
+        return []
+    repository = session.repository
+    unfolded = repository.marks_after(session.id, LANGCHAIN_ID, watermark)
+    return folded_ids(state, unfolded,
+                      lambda ids: repository.stored_marks(session.id, LANGCHAIN_ID, ids))
+
+
+def _removal(ids: Sequence[str]) -> dict[str, Any] | None:
+    """The state update removing ``ids`` from the thread's messages (none: no update)."""
+    return {"messages": [RemoveMessage(id=i) for i in ids]} if ids else None
 
 
 def _append(core: Chatkeep, session: ChatSession, new: Sequence[BaseMessage],
