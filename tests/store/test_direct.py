@@ -358,3 +358,26 @@ def test_a_backend_killed_under_the_driver_is_a_store_error_and_the_pool_recover
     assert [m["content"] for m in history[1:]][-1] == "next"
     assert session.refresh().total_tokens == 10
     assert_pool_idle(repository_of(keep).engine, dsn)
+
+
+def test_empty_json_is_read_without_the_parser_as_a_fresh_object_each_time() -> None:
+    """``{}`` and ``[]`` (most stored metadata, native payloads and tool calls) skip the
+    JSON parser, yet each read is its own object; any other text, and NULL, decode as the
+    dialect's own decoder does."""
+    from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+    from chatkeep.store.direct import _bound, _results
+
+    columns = [chat_messages.c.metadata, chat_messages.c.tool_calls, chat_messages.c.content]
+    processors = _results(columns, sqlite_dialect.dialect())
+    assert [i for i, _ in processors] == [0, 1]  # the text column keeps no processor
+    first = _bound(processors, ["{}", "[]", "{}"])
+    second = _bound(processors, ["{}", "[]", "{}"])
+    assert first == [{}, [], "{}"] and second == first
+    assert first[0] is not second[0] and first[1] is not second[1]
+    first[0]["k"] = 1
+    first[1].append(1)
+    assert _bound(processors, ["{}", "[]", None]) == [{}, [], None]
+    assert _bound(processors, ['{"a": [1, {}]}', '[{"id": "c"}]', "x"]) == \
+        [{"a": [1, {}]}, [{"id": "c"}], "x"]
+    assert _bound(processors, [None, None, None]) == [None, None, None]
