@@ -309,3 +309,18 @@ def test_keep_last_bounds_a_threads_checkpoints(db_url: str) -> None:
     assert sum(isinstance(m, HumanMessage) for m in outs[-1]["messages"]) == 3
     with pytest.raises(InvalidArgument):
         ChatkeepSaver(keep, tenant=ORG7, keep_last=0)
+
+
+def test_a_shared_saver_deletes_one_tenants_thread_through_scoped(db_url: str) -> None:
+    with Chatkeep(db_url, dispatcher="inline") as keep:
+        saver = ChatkeepSaver(keep)
+        agent = build(keep, saver)
+        turns(keep, agent, 1, tenant=ORG7)
+        turns(keep, agent, 1, tenant=ORG8)
+        with pytest.raises(InvalidArgument, match="no tenant"):
+            saver.delete_thread(THREAD)  # it gets no config: which tenant's thread?
+        saver.scoped(ORG8).delete_thread(THREAD)
+        assert keep.repository.find_session(THREAD, ORG8) is None
+        assert agent.get_state(run_config(tenant=str(ORG8))).values == {}
+        left = agent.get_state(run_config(tenant=str(ORG7))).values["messages"]
+        assert [m.text for m in left if isinstance(m, HumanMessage)] == [question(0)]
