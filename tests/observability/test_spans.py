@@ -3,6 +3,7 @@ from the SDK's in-memory exporter and metric reader."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -208,3 +209,36 @@ def test_content_capture_is_a_config_switch(tmp_path: Path, telemetry: Telemetry
     captured = json.loads(dict(call.attributes)["gen_ai.input.messages"])
     assert captured[0]["role"] == "system"
     assert any("Question 0." in part["content"] for m in captured for part in m["parts"])
+
+
+def test_the_async_api_makes_the_same_tree(tmp_path: Path, telemetry: Telemetry) -> None:
+    """The async core runs the sync rounds over the greenlet bridge: the same spans, nested
+    the same way, for an ``AsyncChatkeep`` turn that folds."""
+    from chatkeep.aio import AsyncChatkeep
+
+    async def turn() -> bool:
+        server = FakeOpenAIServer(responder=lambda body: Reply.ok("A summary.")).start()
+        try:
+            client = openai.AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+            async with AsyncChatkeep(
+                    f"sqlite:///{tmp_path / 'a.db'}", model=client, dispatcher="inline",
+                    config={"chat": {"max_history_tokens": 500, "recent_messages_min": 1},
+                            "memory": {"distil_on_compress": False}}) as keep:
+                session = await keep.sessions.create(ORG, ACTOR)
+                for i in range(6):
+                    await session.add_user(f"Question {i}. {FILLER}")
+                    await session.add_assistant(f"Answer {i}. {FILLER}")
+                await session.add_user("And now?")
+                history = await keep.compressor.build_history(session, "You help.")
+                return history.info.compressed
+        finally:
+            server.stop()
+
+    assert asyncio.run(turn())
+    (build,) = telemetry.named("chatkeep.build_history")
+    (fold,) = telemetry.named("update_memory chatkeep.summary")
+    (call,) = telemetry.named("chat gpt-4o-mini")
+    assert fold.parent.span_id == build.context.span_id
+    assert call.parent.span_id == fold.context.span_id
+    assert dict(call.attributes)["chatkeep.purpose"] == "summary"
+    assert dict(build.attributes)["chatkeep.history.folded"] is True
