@@ -408,7 +408,7 @@ def _tool_calls(raw: object) -> tuple[ToolCall, ...]:
         raise InvalidMessage(f"tool_calls: not an OpenAI tool call: {exc}") from None
 
 
-def _validate(draft: object) -> MessageDraft:
+def validate_draft(draft: object) -> MessageDraft:
     """Everything a message must satisfy before it is written, in one place (``add_*``,
     ``add_drafts``, ``record`` and the importer all come here): the role rules, and every
     value the database would refuse, refused with the field named."""
@@ -418,17 +418,7 @@ def _validate(draft: object) -> MessageDraft:
     content = draft.content
     if content is not None:
         check_text(content, "content", error=InvalidMessage)
-    calls = draft.tool_calls
-    if not isinstance(calls, tuple):
-        calls = _tool_calls(calls)
-    for call in calls:
-        if not isinstance(call, ToolCall):
-            raise InvalidMessage(f"tool_calls must hold ToolCall objects, "
-                                 f"got {type(call).__name__}")
-        check_text(call.id, "tool call id", error=InvalidMessage, max_length=TOOL_CALL_ID_MAX)
-        check_text(call.name, f"tool call {call.id!r} name", error=InvalidMessage,
-                   max_length=TOOL_NAME_MAX)
-        check_text(call.arguments, f"tool call {call.id!r} arguments", error=InvalidMessage)
+    calls = _checked_calls(draft.tool_calls)
     tool_call_id = check_optional_text(draft.tool_call_id, "tool_call_id", error=InvalidMessage,
                                        max_length=TOOL_CALL_ID_MAX)
     check_optional_text(draft.name, "name", error=InvalidMessage, max_length=NAME_MAX)
@@ -437,12 +427,39 @@ def _validate(draft: object) -> MessageDraft:
         _check_usage(draft.usage)
     metadata = check_metadata(draft.metadata, error=InvalidMessage)
     native = check_metadata(draft.native, "native", error=InvalidMessage)
+    _check_role_rules(role, content, calls, tool_call_id, native)
+    if (role is not draft.role or calls is not draft.tool_calls
+            or metadata is not draft.metadata or native is not draft.native):
+        draft = MessageDraft(role, content, calls, tool_call_id, draft.name, draft.usage,
+                             draft.model, metadata, native)
+    return draft
+
+
+def _checked_calls(calls: object) -> tuple[ToolCall, ...]:
+    """A draft's tool calls as a tuple of ``ToolCall``, each id, name and arguments a
+    storable text, the ids distinct."""
+    checked = calls if isinstance(calls, tuple) else _tool_calls(calls)
+    for call in checked:
+        if not isinstance(call, ToolCall):
+            raise InvalidMessage(f"tool_calls must hold ToolCall objects, "
+                                 f"got {type(call).__name__}")
+        check_text(call.id, "tool call id", error=InvalidMessage, max_length=TOOL_CALL_ID_MAX)
+        check_text(call.name, f"tool call {call.id!r} name", error=InvalidMessage,
+                   max_length=TOOL_NAME_MAX)
+        check_text(call.arguments, f"tool call {call.id!r} arguments", error=InvalidMessage)
+    if len({c.id for c in checked}) != len(checked):
+        raise InvalidMessage("tool call ids within one message must be distinct")
+    return checked
+
+
+def _check_role_rules(role: Role, content: str | None, calls: tuple[ToolCall, ...],
+                      tool_call_id: str | None, native: Mapping[str, Any]) -> None:
+    """What each role carries: calls only on assistant messages, a ``tool_call_id`` only
+    on tool messages (and always there), and text where the role needs it."""
     if calls and role is not Role.ASSISTANT:
         raise InvalidMessage(f"only assistant messages carry tool calls, not {role.value}")
     if tool_call_id is not None and role is not Role.TOOL:
         raise InvalidMessage(f"only tool messages carry a tool_call_id, not {role.value}")
-    if len({c.id for c in calls}) != len(calls):
-        raise InvalidMessage("tool call ids within one message must be distinct")
     if role is Role.ASSISTANT:
         # (A reasoning item alone is an assistant message too: the Agents SDK stores it so.)
         if not calls and not (content and content.strip()) and not native:
@@ -454,14 +471,6 @@ def _validate(draft: object) -> MessageDraft:
             raise InvalidMessage("a tool message needs content (use '' for an empty result)")
     elif not (content and content.strip()):
         raise InvalidMessage(f"a {role.value} message needs non-empty text")
-    if (role is not draft.role or calls is not draft.tool_calls
-            or metadata is not draft.metadata or native is not draft.native):
-        draft = MessageDraft(role, content, calls, tool_call_id, draft.name, draft.usage,
-                             draft.model, metadata, native)
-    return draft
-
-
-validate_draft = _validate
 
 
 def prepare_batch(drafts: Sequence[MessageDraft], counter: TokenCounter,
@@ -472,7 +481,7 @@ def prepare_batch(drafts: Sequence[MessageDraft], counter: TokenCounter,
         raise InvalidMessage(f"expected a list of MessageDraft, got {type(drafts).__name__}")
     batch = []
     for item in drafts:
-        draft = _validate(item)
+        draft = validate_draft(item)
         billed = None if draft.usage is None else BilledUsage("chat", draft.usage, draft.model)
         tokens = counter.count(draft.content or "") + sum(
             counter.count(c.name + c.arguments) for c in draft.tool_calls)

@@ -74,8 +74,9 @@ def parse_ref(value: str | None, what: str) -> Ref | None:
         raise typer.BadParameter(str(exc), param_hint=f"'--{what}'") from None
 
 
-def require_ref(value: str, what: str) -> Ref:
-    """``parse_ref`` for a required option."""
+def ref_option(value: str, what: str) -> Ref:
+    """``parse_ref`` for a required option (a usage error, not ``chatkeep.refs.require_ref``'s
+    ``InvalidReference``)."""
     ref = parse_ref(value, what)
     assert ref is not None
     return ref

@@ -23,8 +23,8 @@ from chatkeep.cli.common import (
     open_keep,
     parse_ref,
     print_json,
+    ref_option,
     require_existing,
-    require_ref,
     safe,
 )
 from chatkeep.cli.sessions import SessionIdArg, find_session
@@ -58,7 +58,7 @@ def delete_session(session_id: SessionIdArg, tenant: TenantRequired, by: ByOptio
     """Delete one conversation and every row holding its content (messages, tool calls,
     summary and folds, vault, key, title, metadata, the memories from it that carry its
     values); the usage ledger keeps its numbers. Refused under a legal hold."""
-    tenant_ref = require_ref(tenant, "tenant")
+    tenant_ref = ref_option(tenant, "tenant")
     with open_keep(db, existing=True) as keep:
         session = find_session(keep, session_id, tenant_ref)
         counts = keep.sessions.delete(session.id, tenant_ref, by=by)
@@ -98,7 +98,7 @@ def erase(tenant: Annotated[str | None, typer.Option(
         return
     if tenant is None:
         fail("erase needs --tenant (or --verify FILE)")
-    tenant_ref = require_ref(tenant, "tenant")
+    tenant_ref = ref_option(tenant, "tenant")
     actor_ref, subject_ref = parse_ref(actor, "actor"), parse_ref(subject, "subject")
     with open_keep(db, existing=True) as keep:
         if dry_run:
@@ -157,7 +157,7 @@ def place(tenant: TenantRequired,
           by: ByOption = None, as_json: JsonOption = False, db: DbOption = DEFAULT_DB) -> None:
     """Place a legal hold on an actor, a subject or a session (none of them: the whole
     tenant)."""
-    tenant_ref = require_ref(tenant, "tenant")
+    tenant_ref = ref_option(tenant, "tenant")
     with open_keep(db, existing=True) as keep:
         session_id = find_session(keep, session, tenant_ref).id if session else None
         hold = keep.holds.place(tenant_ref, actor=parse_ref(actor, "actor"),
@@ -174,7 +174,7 @@ def release(hold_id: Annotated[int, typer.Argument(help="The hold's id.", show_d
             tenant: TenantRequired, by: ByOption = None, as_json: JsonOption = False,
             db: DbOption = DEFAULT_DB) -> None:
     """Release a legal hold."""
-    tenant_ref = require_ref(tenant, "tenant")
+    tenant_ref = ref_option(tenant, "tenant")
     with open_keep(db, existing=True) as keep:
         hold = keep.holds.release(tenant_ref, hold_id, by=by)
         if as_json:
@@ -189,7 +189,7 @@ def list_holds(tenant: TenantRequired,
                    "--released", help="Include released holds.")] = False,
                as_json: JsonOption = False, db: DbOption = DEFAULT_DB) -> None:
     """A tenant's legal holds, newest first."""
-    tenant_ref = require_ref(tenant, "tenant")
+    tenant_ref = ref_option(tenant, "tenant")
     with open_keep(db, existing=True) as keep:
         holds = keep.holds.list(tenant_ref, include_released=released)
         if as_json:
@@ -240,7 +240,7 @@ def set_policy(tenant: TenantRequired,
                    help="Delete memories not updated this many days.")] = None,
                as_json: JsonOption = False, db: DbOption = DEFAULT_DB) -> None:
     """Set a tenant's retention policy (an option left out: kept forever)."""
-    tenant_ref = require_ref(tenant, "tenant")
+    tenant_ref = ref_option(tenant, "tenant")
     with open_keep(db, existing=True) as keep:
         policy = keep.retention.set_policy(tenant_ref, session_idle_days=session_idle_days,
                                            memory_idle_days=memory_idle_days)
@@ -256,7 +256,7 @@ def set_policy(tenant: TenantRequired,
 def show_policy(tenant: TenantRequired, as_json: JsonOption = False,
                 db: DbOption = DEFAULT_DB) -> None:
     """The retention policy in force for a tenant (its own, or the config's default)."""
-    tenant_ref = require_ref(tenant, "tenant")
+    tenant_ref = ref_option(tenant, "tenant")
     with open_keep(db, existing=True) as keep:
         policy = keep.retention.policy(tenant_ref)
         if as_json:
@@ -270,7 +270,7 @@ def show_policy(tenant: TenantRequired, as_json: JsonOption = False,
 @retention_app.command("clear")
 def clear_policy(tenant: TenantRequired, db: DbOption = DEFAULT_DB) -> None:
     """Remove a tenant's own policy (the config's default applies again)."""
-    tenant_ref = require_ref(tenant, "tenant")
+    tenant_ref = ref_option(tenant, "tenant")
     with open_keep(db, existing=True) as keep:
         removed = keep.retention.clear_policy(tenant_ref)
         console.print(f"{'removed' if removed else 'there was no'} policy for "

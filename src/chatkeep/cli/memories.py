@@ -31,7 +31,7 @@ from chatkeep.cli.common import (
     parse_ref,
     print_json,
     ref_json,
-    require_ref,
+    ref_option,
     safe,
 )
 from chatkeep.cli.tables import number, short_ids, table, when
@@ -123,7 +123,7 @@ def list_memories(tenant: TenantArg,
                       "--wide", help="Every column, for a wide terminal.")] = False,
                   as_json: JsonOption = False, db: DbOption = DEFAULT_DB) -> None:
     """A tenant's memories, newest first."""
-    tenant_ref = require_ref(tenant, "tenant")
+    tenant_ref = ref_option(tenant, "tenant")
     actor_ref, subject_ref = parse_ref(actor, "actor"), parse_ref(subject, "subject")
     with open_keep(db, existing=True) as keep:
         rows = keep.memory.list(tenant_ref, scope=scope, actor=actor_ref, subject=subject_ref,
@@ -162,7 +162,7 @@ def forget(tenant: TenantArg,
            yes: Annotated[bool, typer.Option("--yes", help="Do not ask.")] = False,
            db: DbOption = DEFAULT_DB) -> None:
     """Erase one person's personal memories (right to erasure), or a whole tenant's."""
-    tenant_ref = require_ref(tenant, "tenant")
+    tenant_ref = ref_option(tenant, "tenant")
     actor_ref = parse_ref(actor, "actor")
     if whole_tenant == (actor_ref is not None):
         raise typer.BadParameter("pass either --actor or --whole-tenant",

@@ -16,7 +16,7 @@ from chatkeep.cli.common import (
     parse_ref,
     print_json,
     ref_json,
-    require_ref,
+    ref_option,
     safe,
 )
 from chatkeep.quotas import Quota
@@ -55,7 +55,7 @@ def set_quota(tenant: TenantRequired,
               actor: ActorOption = None, as_json: JsonOption = False,
               db: DbOption = DEFAULT_DB) -> None:
     """Limit a tenant (or one of its actors) to a number of tokens per window."""
-    tenant_ref = require_ref(tenant, "tenant")
+    tenant_ref = ref_option(tenant, "tenant")
     actor_ref = parse_ref(actor, "actor")
     with open_keep(db, existing=True) as keep:
         quota = keep.quotas.set(tenant_ref, tokens=tokens, window=window, actor=actor_ref)
@@ -69,7 +69,7 @@ def set_quota(tenant: TenantRequired,
 def get_quota(tenant: TenantRequired, actor: ActorOption = None, as_json: JsonOption = False,
               db: DbOption = DEFAULT_DB) -> None:
     """The quota in force for a tenant (or an actor): spent, reserved, remaining."""
-    tenant_ref = require_ref(tenant, "tenant")
+    tenant_ref = ref_option(tenant, "tenant")
     actor_ref = parse_ref(actor, "actor")
     with open_keep(db, existing=True) as keep:
         quota = keep.quotas.get(tenant_ref, actor=actor_ref)
@@ -103,7 +103,7 @@ def list_quotas(tenant: Annotated[str | None, typer.Option(
 def clear_quota(tenant: TenantRequired, actor: ActorOption = None, as_json: JsonOption = False,
                 db: DbOption = DEFAULT_DB) -> None:
     """Remove a tenant's (or an actor's) quota: the config's default applies again."""
-    tenant_ref = require_ref(tenant, "tenant")
+    tenant_ref = ref_option(tenant, "tenant")
     actor_ref = parse_ref(actor, "actor")
     with open_keep(db, existing=True) as keep:
         removed = keep.quotas.clear(tenant_ref, actor=actor_ref)

@@ -28,7 +28,7 @@ from chatkeep.cli.common import (
     parse_ref,
     print_json,
     ref_json,
-    require_ref,
+    ref_option,
     safe,
     session_json,
 )
@@ -73,7 +73,7 @@ def list_sessions(tenant: Annotated[str, typer.Option(help="Tenant as TYPE:ID.",
                   as_json: JsonOption = False, db: DbOption = DEFAULT_DB) -> None:
     """A tenant's sessions, most recently active first. Ids are shown by their shortest
     unique prefix, which every command accepts."""
-    tenant_ref = require_ref(tenant, "tenant")
+    tenant_ref = ref_option(tenant, "tenant")
     actor_ref, subject_ref = parse_ref(actor, "actor"), parse_ref(subject, "subject")
     with open_keep(db, existing=True) as keep:
         rows = keep.sessions.list(tenant_ref, actor=actor_ref, subject=subject_ref,

@@ -23,7 +23,7 @@ from chatkeep.cli.common import (
     fail,
     open_keep,
     parse_ref,
-    require_ref,
+    ref_option,
 )
 from chatkeep.importing import import_messages, read_jsonl
 from chatkeep.store.dump import (
@@ -98,7 +98,7 @@ def import_file(file: Annotated[Path, typer.Argument(
         return
     if tenant is None:
         fail("--tenant is required to import messages into a new session")
-    tenant_ref = require_ref(tenant, "tenant")
+    tenant_ref = ref_option(tenant, "tenant")
     actor_ref, subject_ref = parse_ref(actor, "actor"), parse_ref(subject, "subject")
     messages = read_jsonl(file)  # checked in full before the database is even opened
     with open_keep(db) as keep:
