@@ -156,6 +156,24 @@ timer tick: its fsyncs waited for the timer, and that row measures the machine's
         full=("--index-variants",),
         quick=("--appends", "2000", "--index-variants"), modules=("agents",)),
     Bench(
+        "fresh_turn", "A turn on a fresh session and on a long one, beside the Agents SDK",
+        """\
+`bench/fresh_turn.py` runs the turn an application runs per request (append the user
+message, `build_history`, append the answer with its usage) beside the same work through
+the Agents SDK's `SQLiteSession` (`add_items`, `get_items`, `add_items`), on SQLite files
+in WAL mode at `synchronous=NORMAL` and `FULL`, all contenders taking turns in small
+blocks. The fresh turn starts from an empty session (a new one every few hundred turns)
+at the default budget, so the turns where the offline summarizer folds are in the rate,
+and the folds are counted; the long turn runs on a session seeded with a long backlog,
+folded before the clock starts, where the SDK reads every stored item per turn.
+chatkeep also runs with SQLite's `secure_delete` off, to show what zeroing freed bytes
+costs a turn. Each ratio is against the SDK at the same level in this run. Targets: the
+fresh turn `>= 2.3x` the SDK's at `NORMAL` and `>= 1.5x` at `FULL`. `--peer-src` puts
+chatkeep from an older checkout (a git worktree) in the same interleaving: how a
+regression is bisected.""",
+        full=("--variants",),
+        quick=("--turns", "400", "--long", "1000", "--variants"), modules=("agents",)),
+    Bench(
         "load", "Turns with N worker processes",
         """\
 `bench/load.py` starts N worker processes, each with its own `Chatkeep` and pool,
