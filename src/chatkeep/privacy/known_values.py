@@ -64,6 +64,11 @@ _NAME_GAP = r"[\s+_]+"
 _SURNAME_GAP = r"(?:[\s+]*,[\s+]*|[\s+_]+)"
 #: What may stand beside a name: not a letter or digit (``_`` joins user names).
 _NAME_EDGE = r"[^\W_]"
+#: Where a known e-mail address ends: not in a longer word or a longer domain
+#: (``ana@x.co`` is not inside ``ana@x.com``, nor ``ana@x.com`` inside
+#: ``ana@x.com-mail.org``), but a ``-`` or ``_`` that joins it to a plain word does end
+#: it (``ana@x.com-notes``, ``ana@x.com_2026.txt``: no domain goes on that way).
+_EMAIL_END = r"(?![^\W_]|-[\w-]*\.[^\W\d_])"
 #: Between the letters of a value spelt out (``a n a``), and between its words.
 _SPACED = r"[\s._*\-]{1,3}"
 _SPACED_WORDS = r"[\s._*\-]{1,6}"
@@ -169,7 +174,7 @@ def literal_pattern(entity_type: str, canonical: str, value: str) -> re.Pattern[
         return re.compile(rf"(?<!\w)(?:{body})(?!\w)")
     body = r"\s+".join(words)
     if entity_type == "EMAIL":
-        return re.compile(rf"(?<![\w.+%-])(?:{body})(?![\w-])", re.IGNORECASE)
+        return re.compile(rf"(?<![\w.+%-])(?:{body}){_EMAIL_END}", re.IGNORECASE)
     if entity_type == "IP_ADDRESS":
         return re.compile(rf"(?<![\w.:])(?:{body})(?![\w:]|\.\d)", re.IGNORECASE)
     return re.compile(body, re.IGNORECASE)
@@ -220,8 +225,8 @@ def _email_surface(address: str) -> re.Pattern[str]:
     tokens = re.split(r"([@.])", address)
     body = "".join(_AT if t == "@" else _DOT if t == "." else re.escape(t) for t in tokens[1:])
     if not tokens[0]:  # an address starting with a dot: no literal to start from
-        return re.compile(re.escape(address) + r"(?![\w-])")
-    return re.compile(_opening(tokens[0], r"[\w.+%-]") + body + r"(?![\w-])")
+        return re.compile(re.escape(address) + _EMAIL_END)
+    return re.compile(_opening(tokens[0], r"[\w.+%-]") + body + _EMAIL_END)
 
 
 def _spaced(words: list[str]) -> re.Pattern[str] | None:
