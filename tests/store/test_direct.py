@@ -361,9 +361,9 @@ def test_a_backend_killed_under_the_driver_is_a_store_error_and_the_pool_recover
 
 
 def test_empty_json_is_read_without_the_parser_as_a_fresh_object_each_time() -> None:
-    """``{}`` and ``[]`` (most stored metadata, native payloads and tool calls) skip the
-    JSON parser, yet each read is its own object; any other text, and NULL, decode as the
-    dialect's own decoder does."""
+    """``{}``, ``[]`` and ``null`` (most stored metadata, native payloads and tool calls)
+    skip the JSON parser, yet each read is its own object; any other text, and SQL NULL,
+    decode as the dialect's own decoder does."""
     from sqlalchemy.dialects import sqlite as sqlite_dialect
 
     from chatkeep.store.direct import _bound, _results
@@ -381,3 +381,5 @@ def test_empty_json_is_read_without_the_parser_as_a_fresh_object_each_time() -> 
     assert _bound(processors, ['{"a": [1, {}]}', '[{"id": "c"}]', "x"]) == \
         [{"a": [1, {}]}, [{"id": "c"}], "x"]
     assert _bound(processors, [None, None, None]) == [None, None, None]
+    assert _bound(processors, ["null", "null", "null"]) == [None, None, "null"]
+    assert _bound(processors, ['"{}"', '"null"', "x"]) == ["{}", "null", "x"]

@@ -41,15 +41,16 @@ def _results(columns: Iterable[Any], dialect: Any) -> _Processors:
         dialect, None)) for c in columns])
 
 
-_EMPTY_JSON: dict[str, Callable[[], Any]] = {"{}": dict, "[]": list}
-"""The JSON texts most stored values are (a message's metadata, native payload and tool
-calls), with what each decodes to."""
+_EMPTY_JSON: dict[str, Callable[[], Any]] = {"{}": dict, "[]": list, "null": lambda: None}
+"""The JSON texts most stored values are (a message's metadata, and its native payload and
+tool calls, which a JSON column stores as ``null`` when absent), with what each decodes to."""
 
 
 def _empty_json_first(column: Any, process: Callable[[Any], Any] | None,
                       ) -> Callable[[Any], Any] | None:
-    """A JSON column's decoder with ``{}`` and ``[]`` answered without the JSON parser (a
-    new object each time; the parser's call costs more than the rest of a message's row)."""
+    """A JSON column's decoder with ``{}``, ``[]`` and ``null`` answered without the JSON
+    parser (a new object each time; the parser's call costs more than the rest of a
+    message's row)."""
     if process is None or not isinstance(column.type, JSON):
         return process
     empty = _EMPTY_JSON
