@@ -8,7 +8,7 @@ the protocols while these adapters import the client: each module only looks dow
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from chatkeep.errors import ConfigError
@@ -36,11 +36,13 @@ class GuardedChatModel:
         """``inner.complete`` on the scrubbed messages (``PrivacyError`` with no egress),
         in a ``chat`` span when OpenTelemetry is installed."""
         body = outgoing(list(messages))
+        send: Callable[[], Completion] = lambda: self.inner.complete(  # noqa: E731
+            body, model=model, max_tokens=max_tokens, temperature=temperature,
+            json_mode=json_mode)
         if telemetry.ON:
-            return telemetry.chat(self.inner, body, model=model, max_tokens=max_tokens,
+            return telemetry.chat(self.inner, body, send, model=model, max_tokens=max_tokens,
                                   temperature=temperature, json_mode=json_mode)
-        return self.inner.complete(body, model=model, max_tokens=max_tokens,
-                                   temperature=temperature, json_mode=json_mode)
+        return send()
 
 
 def as_async_chat_model(client: Any) -> AsyncChatModel:

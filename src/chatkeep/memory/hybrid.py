@@ -159,8 +159,8 @@ class HybridRetriever:
     def _send(self, sent: list[str]) -> list[list[float] | None]:
         """One embeddings request for texts already masked."""
         try:
-            vectors = telemetry.embed(self.embedder, sent) if telemetry.ON \
-                else self.embedder.embed(sent)
+            vectors = telemetry.embed(self.embedder, lambda: self.embedder.embed(sent)) \
+                if telemetry.ON else self.embedder.embed(sent)
             if len(vectors) != len(sent):
                 raise ModelError(f"{self.model}: {len(vectors)} vectors for {len(sent)} texts")
         except ModelError as exc:

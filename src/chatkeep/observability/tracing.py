@@ -78,10 +78,13 @@ def _failed(base: dict[str, Any], span: Span, exc: BaseException) -> None:
     span.set_attribute(a.ERROR_TYPE, base[a.ERROR_TYPE])
 
 
-def chat(inner: ChatModel, body: list[dict[str, Any]], *, model: str,
-         max_tokens: int | None, temperature: float | None, json_mode: bool) -> Completion:
-    """``inner.complete(body)`` in a ``chat {model}`` span: ``body`` is what the egress
-    returned (the only content a span may carry, when capture is on)."""
+def chat(inner: ChatModel, body: list[dict[str, Any]], send: Callable[[], Completion], *,
+         model: str, max_tokens: int | None, temperature: float | None,
+         json_mode: bool) -> Completion:
+    """``send()`` (the guarded model's call of ``inner`` with ``body``) in a ``chat {model}``
+    span: ``body`` is what the egress returned, the only content a span may carry (when
+    capture is on). The call itself stays in the guard, the one place allowed to make
+    it."""
     scope = a.current_scope()
     base: dict[str, Any] = {a.OPERATION: a.CHAT, a.PROVIDER: provider_of(inner),
                             a.REQUEST_MODEL: model, **scope.attributes()}
@@ -100,8 +103,7 @@ def chat(inner: ChatModel, body: list[dict[str, Any]], *, model: str,
         if capture.capture_enabled() and span.is_recording():
             span.set_attribute(a.INPUT_MESSAGES, capture.input_messages(body))
         try:
-            completion = inner.complete(body, model=model, max_tokens=max_tokens,
-                                        temperature=temperature, json_mode=json_mode)
+            completion = send()
         except BaseException as exc:
             _failed(base, span, exc)
             metrics.record_duration(base, time.perf_counter() - started)
@@ -118,9 +120,9 @@ def chat(inner: ChatModel, body: list[dict[str, Any]], *, model: str,
     return completion
 
 
-def embed(embedder: Embedder, texts: list[str]) -> list[list[float]]:
-    """``embedder.embed(texts)`` (texts already masked) in an ``embeddings {model}``
-    span."""
+def embed(embedder: Embedder, send: Callable[[], list[list[float]]]) -> list[list[float]]:
+    """``send()`` (the retriever's one embeddings request, its texts already masked) in an
+    ``embeddings {model}`` span; ``embedder`` names the model and provider."""
     scope = a.current_scope()
     model = embedder.model
     base: dict[str, Any] = {a.OPERATION: a.EMBEDDINGS, a.PROVIDER: provider_of(embedder),
@@ -129,7 +131,7 @@ def embed(embedder: Embedder, texts: list[str]) -> list[list[float]]:
     with tracer().start_as_current_span(f"embeddings {model}", kind=_client_kind(),
                                         attributes=base) as span:
         try:
-            vectors = embedder.embed(texts)
+            vectors = send()
         except BaseException as exc:
             _failed(base, span, exc)
             metrics.record_duration(base, time.perf_counter() - started)
