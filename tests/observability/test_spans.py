@@ -242,3 +242,17 @@ def test_the_async_api_makes_the_same_tree(tmp_path: Path, telemetry: Telemetry)
     assert call.parent.span_id == fold.context.span_id
     assert dict(call.attributes)["chatkeep.purpose"] == "summary"
     assert dict(build.attributes)["chatkeep.history.folded"] is True
+
+
+def test_a_fold_the_quota_refuses_is_counted(world: World, telemetry: Telemetry) -> None:
+    tenant = Ref("organization", 9)
+    world.keep.quotas.set(tenant, tokens=10, window="day")
+    session = _turns(world, tenant=tenant)
+    before = _totals(telemetry, "chatkeep.quota.refused")
+    history = world.keep.compressor.build_history(session, "You help.")
+    assert not history.info.compressed and history.info.fold_refused
+    (fold,) = telemetry.named("update_memory chatkeep.summary")
+    assert dict(fold.attributes)["chatkeep.fold.outcome"] == "refused"
+    assert not telemetry.named("chat gpt-4o-mini")  # nothing was sent
+    key = (("chatkeep.purpose", "summary"), ("chatkeep.tenant", "organization:9"))
+    assert _totals(telemetry, "chatkeep.quota.refused")[key] - before.get(key, 0) == 1

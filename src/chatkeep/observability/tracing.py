@@ -206,6 +206,8 @@ def fold(session: ChatSession, messages: Sequence[object], summarize: Callable[[
                                  a.INPUT_TOKENS: int(cost.get("prompt_tokens") or 0),
                                  a.OUTPUT_TOKENS: int(cost.get("completion_tokens") or 0)})
         metrics.record_fold(scope.tenant, outcome)
+        if outcome == "refused" and scope.tenant is not None:
+            metrics.record_quota_refusal(scope.tenant, "summary")
     return result
 
 
