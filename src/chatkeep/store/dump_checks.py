@@ -175,7 +175,9 @@ class Ownership:
             raise InvalidDump(f"{where}: a fold of seqs the session does not have")
 
     def _lifecycle(self, table: str, row: dict[str, Any]) -> None:
-        """Holds, retention policies, erasures and their log: the tenant's own records."""
+        """Holds, retention policies, erasures and their log, quotas and the reservations
+        in flight on them (counted when their lease ends, as in the source): the tenant's
+        own records."""
         tenant = row_ref(row, "tenant", f"{table}.tenant")
         assert tenant is not None
         self._own_tenant(tenant, f"a row of {table}")
@@ -186,8 +188,8 @@ class Ownership:
         elif table == "chat_erased_items" and self._erasures.get(row["erasure_id"]) != tenant:
             raise InvalidDump(f"chat_erased_items: an item of erasure {row['erasure_id']}, "
                               "which the dump does not create for this tenant")
-        elif table == "chat_holds" and row["session_id"] is not None:
-            self._source(row["session_id"], tenant, f"hold {row['id']}")
+        elif table in ("chat_holds", "chat_reservations") and row["session_id"] is not None:
+            self._source(row["session_id"], tenant, f"{table} row {row['id']}")
         elif table == "chat_lifecycle_log" and row["hold_id"] is not None and \
                 not 1 <= row["hold_id"] <= self._numbers.get("chat_holds", 0):
             raise InvalidDump(f"chat_lifecycle_log: names hold {row['hold_id']}, which the "

@@ -41,6 +41,8 @@ from chatkeep.store.schema import (
     chat_holds,
     chat_lifecycle_log,
     chat_messages,
+    chat_quotas,
+    chat_reservations,
     chat_retention,
     chat_sessions,
     chat_tool_calls,
@@ -61,7 +63,8 @@ FORMAT = "chatkeep.dump/2"
 """The format a dump's header names (``chatkeep.dump/1`` had no trailer and kept ids)."""
 TABLES: tuple[Table, ...] = (chat_sessions, chat_messages, chat_tool_calls, chat_usage,
                              chat_folds, memories, chat_holds, chat_retention, chat_erasures,
-                             chat_erased_items, chat_lifecycle_log)
+                             chat_erased_items, chat_lifecycle_log, chat_quotas,
+                             chat_reservations)
 """What a dump holds, parents first (a restore inserts in this order)."""
 DERIVED = ("memory_vectors",)
 """Tables a dump leaves out because they are rebuilt from the others."""
@@ -80,7 +83,8 @@ _REFS = {"chat_sessions": ("tenant", "actor", "subject"), "chat_usage": ("tenant
          "memories": ("tenant", "subject", "actor"),
          "chat_holds": ("tenant", "actor", "subject"), "chat_retention": ("tenant",),
          "chat_erasures": ("tenant",), "chat_erased_items": ("tenant",),
-         "chat_lifecycle_log": ("tenant",)}
+         "chat_lifecycle_log": ("tenant",), "chat_quotas": ("tenant", "actor"),
+         "chat_reservations": ("tenant",)}
 
 
 def columns(table: Table) -> frozenset[str]:
@@ -209,44 +213,48 @@ def _checks(name: str) -> tuple[frozenset[str], tuple[tuple[str, Check], ...]]:
                        for column in table.columns if column.name in keys)
 
 
+def _json_value(value: Any, where: str) -> Any:
+    if isinstance(value, dict | list):
+        if value:  # an empty object or list holds nothing to refuse
+            check_metadata({"value": value}, where, error=InvalidDump)
+    elif isinstance(value, str):
+        check_text(value, where, error=InvalidDump)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise InvalidDump(f"{where} is {value}, which JSON cannot hold")
+    return value
+
+
+def _time_value(value: Any, where: str) -> Any:
+    text = check_text(value, where, error=InvalidDump, max_length=64)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidDump(f"{where} is not an ISO 8601 time: {text!r}") from None
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise InvalidDump(f"{where} has no time zone: {text!r} (times are tz-aware)")
+    return as_utc(moment)
+
+
+def _typed(kind: Any, where: str) -> Check:
+    """The check of a non-null value of a column of type ``kind``."""
+    if isinstance(kind, JSON):
+        return functools.partial(_json_value, where=where)
+    if isinstance(kind, DateTime):
+        return functools.partial(_time_value, where=where)
+    if isinstance(kind, Boolean):
+        return functools.partial(check_bool, field=where, error=InvalidDump)
+    if isinstance(kind, Integer):  # BigInteger too
+        maximum = INT64_MAX if isinstance(kind, BigInteger) else INT32_MAX
+        return functools.partial(check_int, field=where, error=InvalidDump, maximum=maximum)
+    if isinstance(kind, String | Text):
+        return functools.partial(check_text, field=where, error=InvalidDump,
+                                 max_length=kind.length)
+    raise InvalidDump(f"{where}: a column of type {kind} has no check")  # a new type
+
+
 def _check(kind: Any, where: str, nullable: bool) -> Check:
     """The check of one column: its type, its length, null where it may be."""
-    if isinstance(kind, JSON):
-        def typed(value: Any) -> Any:
-            if isinstance(value, dict | list):
-                if value:  # an empty object or list holds nothing to refuse
-                    check_metadata({"value": value}, where, error=InvalidDump)
-            elif isinstance(value, str):
-                check_text(value, where, error=InvalidDump)
-            elif isinstance(value, float) and not math.isfinite(value):
-                raise InvalidDump(f"{where} is {value}, which JSON cannot hold")
-            return value
-    elif isinstance(kind, DateTime):
-        def typed(value: Any) -> Any:
-            text = check_text(value, where, error=InvalidDump, max_length=64)
-            try:
-                moment = datetime.fromisoformat(text)
-            except ValueError:
-                raise InvalidDump(f"{where} is not an ISO 8601 time: {text!r}") from None
-            if moment.tzinfo is None or moment.utcoffset() is None:
-                raise InvalidDump(f"{where} has no time zone: {text!r} (times are "
-                                  "tz-aware)")
-            return as_utc(moment)
-    elif isinstance(kind, Boolean):
-        def typed(value: Any) -> Any:
-            return check_bool(value, where, error=InvalidDump)
-    elif isinstance(kind, Integer):  # BigInteger too
-        maximum = INT64_MAX if isinstance(kind, BigInteger) else INT32_MAX
-
-        def typed(value: Any) -> Any:
-            return check_int(value, where, error=InvalidDump, maximum=maximum)
-    elif isinstance(kind, String | Text):
-        length = kind.length
-
-        def typed(value: Any) -> Any:
-            return check_text(value, where, error=InvalidDump, max_length=length)
-    else:
-        raise InvalidDump(f"{where}: a column of type {kind} has no check")  # a new type
+    typed = _typed(kind, where)
 
     def check(value: Any) -> Any:
         if value is None:

@@ -273,40 +273,57 @@ class PersonRecognizer:
                 yield Span(start, end, "PERSON", text[start:end], PERSON_SCORE)
 
     def _candidates(self, text: str) -> Iterator[tuple[int, int]]:
-        for pos in _cue_starts(text):
-            greeting = _GREETING.match(text, pos)
-            if greeting is not None:
-                punctuated = not greeting.group("sep").isspace()
-                yield from _names_after_greeting(text, greeting.end(), punctuated)
-                this_is = _THIS_IS.match(text, pos)
-                if this_is is not None:
-                    yield from _strict(text, this_is.end(), allow_connectors=True)
-            sign_off = _SIGN_OFF.match(text, pos)
-            if sign_off is not None:
-                yield from _name_after_sign_off(text, sign_off)
-        for match in _INTRO.finditer(text):
-            if match.group("strong") is not None:
-                found = _read_name(text, match.end())
-                if found is not None and not _continues_word(text, found[1]):
-                    yield found
-            elif match.group("ich") is not None:
-                for found in _strict(text, match.end(), allow_connectors=True):
-                    if _word_count(text, *found) >= 2:
-                        yield found
-            else:
-                yield from _weak_intro(text, match.end())
+        """Every place a name may stand, cue by cue (greetings and sign-offs, "my name
+        is", form fields, titles, display names of addresses), in that order."""
+        yield from _after_cues(text)
+        yield from _after_intros(text)
         for match in _FIELD.finditer(text):
             yield from _field_value(text, match.end())
-        for match in _TITLE.finditer(text):
-            if _title_is_real(text, match.start()):
-                found = _read_name(text, match.end(), _STOP_AFTER_TITLE)
-                if found is not None and not _continues_word(text, found[1]):
-                    yield found
+        yield from _after_titles(text)
         if "@" in text:
             for match in _ADDRESS.finditer(text):
                 found = _display_name(text, match.start(), match.group(1))
                 if found is not None:
                     yield found
+
+
+def _after_cues(text: str) -> Iterator[tuple[int, int]]:
+    """Names after a greeting ("Hi Ana,", "this is Ana") or a sign-off ("Best, Ana")."""
+    for pos in _cue_starts(text):
+        greeting = _GREETING.match(text, pos)
+        if greeting is not None:
+            punctuated = not greeting.group("sep").isspace()
+            yield from _names_after_greeting(text, greeting.end(), punctuated)
+            this_is = _THIS_IS.match(text, pos)
+            if this_is is not None:
+                yield from _strict(text, this_is.end(), allow_connectors=True)
+        sign_off = _SIGN_OFF.match(text, pos)
+        if sign_off is not None:
+            yield from _name_after_sign_off(text, sign_off)
+
+
+def _after_intros(text: str) -> Iterator[tuple[int, int]]:
+    """Names after an introduction: strong ("my name is"), German ("ich bin"), weak."""
+    for match in _INTRO.finditer(text):
+        if match.group("strong") is not None:
+            found = _read_name(text, match.end())
+            if found is not None and not _continues_word(text, found[1]):
+                yield found
+        elif match.group("ich") is not None:
+            for found in _strict(text, match.end(), allow_connectors=True):
+                if _word_count(text, *found) >= 2:
+                    yield found
+        else:
+            yield from _weak_intro(text, match.end())
+
+
+def _after_titles(text: str) -> Iterator[tuple[int, int]]:
+    """Names after a real title ("Dr. Ana García", not "Dr. appointment")."""
+    for match in _TITLE.finditer(text):
+        if _title_is_real(text, match.start()):
+            found = _read_name(text, match.end(), _STOP_AFTER_TITLE)
+            if found is not None and not _continues_word(text, found[1]):
+                yield found
 
 
 def _cue_starts(text: str) -> Iterator[int]:
