@@ -284,7 +284,10 @@ def _item_type(item: dict[str, Any]) -> str | None:
     return kind if _is_str(kind) else None
 
 
-def _check_responses_item(i: int, item: Any) -> list[str]:
+# Complexity over the lint's bound, on purpose (pyproject's mccabe rule names these two):
+# each is the provider's own table of item or block types, one branch per documented type
+# as its API checks them; split apart, the rules of one type would stand in several places.
+def _check_responses_item(i: int, item: Any) -> list[str]:  # noqa: C901
     where = f"input[{i}]"
     if not isinstance(item, dict):
         return [f"Invalid type for '{where}': expected an input item, but got "
@@ -483,7 +486,8 @@ def _check_anthropic_message(i: int, message: Any, *, last: bool) -> list[str]:
     return errors
 
 
-def _check_anthropic_block(where: str, role: str, block: Any) -> list[str]:
+def _check_anthropic_block(where: str, role: str,  # noqa: C901 (see above)
+                           block: Any) -> list[str]:
     if not isinstance(block, dict):
         return [f"{where}: Input should be a valid dictionary or object"]
     kind = block.get("type")
