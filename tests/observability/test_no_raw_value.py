@@ -13,10 +13,10 @@ import pytest
 from egress_helpers import FORMS, KINDS, PLACEHOLDER, POOLS, assert_never_raw, written
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from otel_helpers import Telemetry, open_world
 
 from chatkeep import Ref
 from chatkeep.observability import configure
-from conftest import Telemetry, open_world
 
 ORG = Ref("organization", 1)
 ACTOR = Ref("user", 3)

@@ -10,6 +10,7 @@ from pathlib import Path
 import openai
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
+from otel_helpers import Telemetry, World
 
 from chatkeep import Chatkeep, Config, Ref
 from chatkeep.errors import ConfigError
@@ -21,7 +22,6 @@ from chatkeep.observability import (
 )
 from chatkeep.sessions import ChatSession
 from chatkeep.testing import FakeOpenAIServer, Reply
-from conftest import Telemetry, World
 
 ORG = Ref("organization", 7)
 ACTOR = Ref("user", 3)
