@@ -70,7 +70,7 @@ from chatkeep import Chatkeep, Ref  # noqa: E402
 from chatkeep.memory.embedders.local import PINNED_SHA256, WEIGHTS_FILE, LocalEmbedder  # noqa: E402
 from chatkeep.memory.hybrid import DEFAULT_FUSION, Fusion, fuse  # noqa: E402
 from chatkeep.memory.text import content_key, query_terms  # noqa: E402
-from chatkeep.store.memories import MemoryRow  # noqa: E402
+from chatkeep.store.memory_rows import MemoryRow  # noqa: E402
 from chatkeep.store.schema import memories, ref_values  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "recall"
@@ -257,10 +257,10 @@ def quality(backend: str, url: str, model: MiniLM, set_name: str,
         pool = DEFAULT_FUSION.pool
 
         def text_only(q: str) -> list[MemoryRow]:
-            return store.search(TENANT, scope, query_terms(q), LIMIT)
+            return store.recall.search(TENANT, scope, query_terms(q), LIMIT)
 
         def vectors_only(q: str) -> list[MemoryRow]:
-            return store.vector_search(TENANT, scope, model.embed([q])[0], MODEL_NAME, LIMIT)
+            return store.recall.vector_search(TENANT, scope, model.embed([q])[0], MODEL_NAME, LIMIT)
 
         def hybrid(q: str) -> list[MemoryRow]:
             return keep.memory.recall(session, query=q, limit=LIMIT)
@@ -269,8 +269,8 @@ def quality(backend: str, url: str, model: MiniLM, set_name: str,
                   "vectors only": evaluate(vectors_only, questions, ids),
                   "hybrid": evaluate(hybrid, questions, ids)}
         if tune:
-            cached = {q.text: (store.search(TENANT, scope, query_terms(q.text), pool),
-                               store.vector_search(TENANT, scope, model.embed([q.text])[0],
+            cached = {q.text: (store.recall.search(TENANT, scope, query_terms(q.text), pool),
+                               store.recall.vector_search(TENANT, scope, model.embed([q.text])[0],
                                                    MODEL_NAME, pool)) for q in questions}
             grid_search(cached, questions, ids, backend)
     return result

@@ -10,7 +10,7 @@ from sqlalchemy import Engine, inspect
 from chatkeep import Chatkeep, ChatSession, Ref, ToolCall, Usage
 from chatkeep.memory.scopes import Scope, ScopeTarget
 from chatkeep.memory.text import content_key
-from chatkeep.store.memories import MemoryWrite
+from chatkeep.store.memory_rows import MemoryWrite
 
 ORG = Ref("organization", 7)
 ALICE = Ref("user", 3)
@@ -71,5 +71,6 @@ def seed(keep: Chatkeep) -> ChatSession:
         target = ScopeTarget(ORG, scope, actor=ALICE if scope is Scope.PERSONAL else None)
         writes.append(MemoryWrite(ORG, scope.value, target.key, target.subject, target.actor,
                                   text, content_key(text)))
-    keep.memory.store.commit_distillation(session.id, row.distil_version, row.last_seq, writes)
+    keep.memory.store.writes.commit_distillation(session.id, row.distil_version, row.last_seq,
+                                                 writes)
     return session.refresh()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chatkeep.store.memories import _LruCache
+from chatkeep.store.memory_ranking import _LruCache
 
 
 def test_the_oldest_scopes_go_first_when_bytes_run_out() -> None:

@@ -26,12 +26,12 @@ from chatkeep.memory.hybrid import Fusion, HybridRetriever, fuse
 from chatkeep.memory.recall import TextRetriever
 from chatkeep.memory.scopes import readable_targets
 from chatkeep.store import make_engine, migrate
-from chatkeep.store.memories import MemoryRow, MemoryWrite
 from chatkeep.store.memory_index import (
     GENERATION_TABLE,
     VECTOR_TABLE,
     drop_memory_generations,
 )
+from chatkeep.store.memory_rows import MemoryRow, MemoryWrite
 from chatkeep.testing import FakeOpenAIServer
 
 # Sync axis only: the embedders passed here are sync, and tests read the store below the
@@ -203,7 +203,7 @@ def test_nearest_neighbours_of_another_tenant_never_crowd_out_or_leak(
     assert {m.tenant for m in found} == {OTHER_ORG}
     assert len(found) == 2  # the scope's own memories are still found (no post-filtering)
     keys = [t.key for t in readable_targets(OTHER_ORG, BOB, None)]
-    near = skeep.memory.store.vector_search(
+    near = skeep.memory.store.recall.vector_search(
         OTHER_ORG, keys, HashEmbedder(64, synonyms=SYNONYMS).vector("Prefers espresso over tea"),
         "fake-embed", 3)
     assert [m.tenant for m in near] == [OTHER_ORG, OTHER_ORG]
@@ -236,7 +236,7 @@ def test_postgres_hnsw_iterative_scan_still_filters_before_ranking(
 
     event.listen(skeep.engine, "before_cursor_execute", force_index)
     try:
-        found = store.vector_search(OTHER_ORG, ["tenant"], vector, "fake-embed", 5)
+        found = store.recall.vector_search(OTHER_ORG, ["tenant"], vector, "fake-embed", 5)
     finally:
         event.remove(skeep.engine, "before_cursor_execute", force_index)
     assert seen and "ix_memory_vectors_hnsw_64" in seen[0]
@@ -253,7 +253,7 @@ def test_missing_pgvector_is_a_clear_error_naming_the_extension(
     with keep.engine.begin() as conn:
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS {VECTOR_TABLE}")
     keep.close()
-    from chatkeep.store import memories as store_module
+    from chatkeep.store import memory_vectors as store_module
 
     original = store_module.create_memory_vector_table
     if pgvector is None:
@@ -267,7 +267,7 @@ def test_missing_pgvector_is_a_clear_error_naming_the_extension(
     if pgvector is not None:
         return  # the extension cannot be had here: the rest needs it
     again = Chatkeep(db_url, embedder=embedder)  # and the table comes back when it can
-    assert again.memory.store.vectors_available()
+    assert again.memory.store.vectors.vectors_available()
     again.close()
 
 
@@ -333,7 +333,7 @@ def test_property_no_cross_scope_result(make_keep: Callable[..., Chatkeep]) -> N
         if writes:
             session.add_user("x")
             row = session.refresh().row
-            assert store.commit_distillation(session.id, row.distil_version,
+            assert store.writes.commit_distillation(session.id, row.distil_version,
                                              session.message_count, writes) is not None
         found = keep.memory.recaller.recall(tenant, actor, subject, " ".join(query), 50)
         allowed = {t.key for t in readable_targets(tenant, actor, subject)}
@@ -376,7 +376,7 @@ def test_a_cached_scope_sees_every_write_and_erasure(skeep: Chatkeep, player: Pl
     event.listen(skeep.engine, "before_cursor_execute", count_vector_reads)
 
     def nearest() -> set[str]:  # the scope holds fewer than 10: all of its live vectors
-        return {m.content for m in store.vector_search(ORG, keys, query, "fake-embed", 10)}
+        return {m.content for m in store.recall.vector_search(ORG, keys, query, "fake-embed", 10)}
 
     def live_id(content: str) -> int:
         return next(m.id for m in skeep.memory.list(ORG) if m.content == content)
@@ -392,14 +392,14 @@ def test_a_cached_scope_sees_every_write_and_erasure(skeep: Chatkeep, player: Pl
     session.add_user("x")
     row = session.refresh().row
     target = {t.scope.value: t for t in readable_targets(ORG, ALICE, None)}["tenant"]
-    assert store.commit_distillation(session.id, row.distil_version, session.message_count, [
+    assert store.writes.commit_distillation(session.id, row.distil_version, session.message_count, [
         MemoryWrite(tenant=ORG, scope="tenant", scope_key=target.key, subject=None,
                     actor=None, content="Drinks only tea now.", content_key="tea-now",
                     supersedes=live_id("Prefers espresso over tea."))]) is not None
     assert nearest() == {"Orders a double espresso every morning."}
     # Re-embedded by another model (a model change), then back by this one.
     double = live_id("Orders a double espresso every morning.")
-    assert store.store_vectors("other-model", [(double, query)]) == 1
+    assert store.vectors.store_vectors("other-model", [(double, query)]) == 1
     assert nearest() == set()
     assert skeep.memory.embed_missing().embedded == 2  # "double" and "tea now"
     assert nearest() == {"Orders a double espresso every morning.", "Drinks only tea now."}
@@ -526,13 +526,13 @@ def test_stamps_come_with_migration_0007_and_without_them_search_is_not_cached(
     session = keep.sessions.create(ORG, ALICE)
     session.add_user("x")
     row = session.refresh().row
-    assert store.commit_distillation(session.id, row.distil_version, 1, [MemoryWrite(
+    assert store.writes.commit_distillation(session.id, row.distil_version, 1, [MemoryWrite(
         tenant=ORG, scope="tenant", scope_key="tenant", subject=None, actor=None,
         content="Prefers espresso.", content_key="espresso", embedding=tuple(vector),
         embedding_model="fake-embed")]) is not None
 
     def nearest() -> list[str]:
-        return [m.content for m in store.vector_search(ORG, ["tenant"], vector, "fake-embed",
+        return [m.content for m in store.recall.vector_search(ORG, ["tenant"], vector, "fake-embed",
                                                        5)]
 
     assert nearest() == ["Prefers espresso."]

@@ -32,7 +32,7 @@ def test_sweep_distils_idle_sessions_that_never_compressed(mkeep: Chatkeep,
     assert mkeep.memory.sweep() == [quiet.id]
     assert contents(mkeep.memory.list(ORG)) == ["Quotes are in EUR."]
     assert quiet.refresh().row.distilled_through == 2
-    assert mkeep.memory.store.lease_of(quiet.id) is None  # released after success
+    assert mkeep.memory.store.leases.lease_of(quiet.id) is None  # released after success
     assert mkeep.memory.sweep() == []  # nothing left: safe to run every minute
     assert empty.id not in mkeep.memory.sweep(idle_after=timedelta(0))
 

@@ -29,7 +29,7 @@ from chatkeep.privacy.streaming import StreamRestorer
 from chatkeep.privacy.vault import PlaceholderVault
 from chatkeep.refs import Ref
 from chatkeep.sessions import ChatSession
-from chatkeep.store.memories import VectorStatus
+from chatkeep.store.memory_rows import VectorStatus
 
 __all__ = ["AsyncHistoryCompressor", "AsyncMemoryService", "AsyncPrivacyGuard"]
 

@@ -36,8 +36,8 @@ from chatkeep.errors import InvalidArgument
 from chatkeep.messages import Message, Role
 from chatkeep.refs import Ref
 from chatkeep.store.connections import reading
-from chatkeep.store.memories import MemoryRow, memory_row
 from chatkeep.store.memory_index import VECTOR_TABLE, vector_table_exists
+from chatkeep.store.memory_rows import MemoryRow, memory_row
 from chatkeep.store.rows import (
     SessionRow,
     as_utc,

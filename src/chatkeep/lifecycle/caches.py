@@ -32,7 +32,7 @@ def forget_cached(privacy: Any = None, memory: Any = None) -> None:
     guard's redactor and detector, the memory service's retriever, the SQLite scope
     vectors and the compiled vault patterns."""
     from chatkeep.privacy.known_values import known_value
-    from chatkeep.store import memories as memory_store
+    from chatkeep.store import memory_ranking as memory_store
 
     redactor = getattr(privacy, "redactor", None)
     if redactor is not None:

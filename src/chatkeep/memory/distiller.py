@@ -37,7 +37,8 @@ from chatkeep.privacy.egress import OPEN, Egress, bound
 from chatkeep.privacy.filters import OutboundFilter
 from chatkeep.quotas import QuotaService, Reservation
 from chatkeep.sessions import ChatSession
-from chatkeep.store.memories import MemoryRow, MemoryStore, MemoryWrite
+from chatkeep.store.memories import MemoryStore
+from chatkeep.store.memory_rows import MemoryRow, MemoryWrite
 from chatkeep.tokens import HeuristicCounter, TokenCounter
 
 log = logging.getLogger("chatkeep.memory")
@@ -141,7 +142,7 @@ class Distiller:
                      for m in chunk]
             plan = self._plan(session, chunk, row.distilled_through)
             result.model_calls += plan.model_calls
-            committed = self.store.commit_distillation(
+            committed = self.store.writes.commit_distillation(
                 session.id, row.distil_version, chunk[-1].seq, plan.writes)
             if committed is None:
                 result.lost_races += 1
@@ -209,7 +210,7 @@ class Distiller:
                          fact.scope, "actor" if fact.scope == "personal" else "subject")
                 continue
             key = content_key(fact.content)
-            if (target.key, key) in seen or self.store.find_known(
+            if (target.key, key) in seen or self.store.recall.find_known(
                     session.tenant, target.key, key, session.id, after_seq):
                 plan.duplicates += 1
                 continue

@@ -32,7 +32,8 @@ from chatkeep.memory.text import query_terms
 from chatkeep.observability import tracing as telemetry
 from chatkeep.refs import Ref
 from chatkeep.sessions import ChatSession
-from chatkeep.store.memories import MemoryRow, MemoryStore
+from chatkeep.store.memories import MemoryStore
+from chatkeep.store.memory_rows import MemoryRow
 
 log = logging.getLogger("chatkeep.memory")
 
@@ -122,13 +123,14 @@ class HybridRetriever:
         its embedding when the caller has it already; otherwise it is embedded masked with
         ``sealed``, ``session`` and ``context``, see ``query_vector``)."""
         pool = max(limit, self.fusion.pool)
-        text_hits = self.store.search(tenant, scope_keys, query_terms(query), pool)
+        text_hits = self.store.recall.search(tenant, scope_keys, query_terms(query), pool)
         if vector is None:
             vector = self.query_vector(query, sealed=sealed, session=session, context=context)
         if vector is None:
             return text_hits[:limit]
         try:
-            vector_hits = self.store.vector_search(tenant, scope_keys, vector, self.model, pool)
+            vector_hits = self.store.recall.vector_search(tenant, scope_keys, vector, self.model,
+                                                          pool)
         except StoreError as exc:
             log.warning("vector search failed, recall is full-text only: %s", exc)
             return text_hits[:limit]

@@ -18,7 +18,8 @@ from chatkeep.memory.scopes import readable_targets
 from chatkeep.memory.text import query_terms
 from chatkeep.refs import Ref
 from chatkeep.sessions import ChatSession
-from chatkeep.store.memories import MemoryRow, MemoryStore
+from chatkeep.store.memories import MemoryStore
+from chatkeep.store.memory_rows import MemoryRow
 
 Memory = MemoryRow
 """A stored memory as recall and listing return it."""
@@ -47,7 +48,7 @@ class TextRetriever:
     def search(self, tenant: Ref, scope_keys: Sequence[str], query: str,
                limit: int) -> list[MemoryRow]:
         """Memories sharing any meaningful word with ``query`` (stopwords dropped)."""
-        return self.store.search(tenant, scope_keys, query_terms(query), limit)
+        return self.store.recall.search(tenant, scope_keys, query_terms(query), limit)
 
 
 class Recaller:
@@ -67,7 +68,7 @@ class Recaller:
         keys = [t.key for t in readable_targets(tenant, actor, subject)]
         if query is not None and query_terms(query):
             return self._search(tenant, keys, query, limit, session)
-        return self.store.recent(tenant, keys, limit)
+        return self.store.recall.recent(tenant, keys, limit)
 
     def provider(self, session: ChatSession) -> list[Memory]:
         """Memories for the system message: those matching the latest user turn, topped
@@ -77,7 +78,7 @@ class Recaller:
         query, context = latest_user_turn(session)
         found = self._search(session.tenant, keys, query, self.default_limit, session, context)
         if len(found) < self.default_limit:
-            found += self.store.recent(session.tenant, keys, self.default_limit - len(found),
+            found += self.store.recall.recent(session.tenant, keys, self.default_limit - len(found),
                                        exclude=[m.id for m in found])
         return found
 

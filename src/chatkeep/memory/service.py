@@ -29,7 +29,8 @@ from chatkeep.memory.text import content_key, normalise
 from chatkeep.quotas import QuotaService
 from chatkeep.refs import Ref, require_ref
 from chatkeep.sessions import ChatSession, SessionService
-from chatkeep.store.memories import MemoryStore, MemoryWrite, VectorStatus
+from chatkeep.store.memories import MemoryStore
+from chatkeep.store.memory_rows import MemoryWrite, VectorStatus
 from chatkeep.store.repository import Repository
 from chatkeep.tokens import TokenCounter
 from chatkeep.validation import (
@@ -104,7 +105,7 @@ class MemoryService:
         a missing extension is a clear error at start-up, not at the first write.
         ``Chatkeep`` runs it when it opens the database."""
         if self.embedder is not None:
-            self.store.ensure_vectors()
+            self.store.vectors.ensure_vectors()
 
     # -- distilling ----------------------------------------------------------------------
 
@@ -151,7 +152,7 @@ class MemoryService:
         or model change); facts already stored are not stored again."""
         check_text(session_id, "session id")
         check_int(through_seq, "through_seq", maximum=INT32_MAX)
-        return self.store.rewind(session_id, through_seq)
+        return self.store.writes.rewind(session_id, through_seq)
 
     # -- sweeping ------------------------------------------------------------------------
 
@@ -208,7 +209,7 @@ class MemoryService:
                                   f"(expected one of {', '.join(Scope)})"[:300])
         check_bool(include_superseded, "include_superseded")
         check_int(limit, "limit", minimum=1, maximum=INT32_MAX)
-        return self.store.list_memories(
+        return self.store.recall.list_memories(
             tenant, scope=None if scope is None else Scope(scope).value, actor=actor,
             subject=subject, include_superseded=include_superseded, limit=limit)
 
@@ -236,10 +237,10 @@ class MemoryService:
         """
         target = _target(tenant, scope, subject, actor)
         text = _content(content)
-        existing = self.store.find_live(target.tenant, target.key, content_key(text))
+        existing = self.store.recall.find_live(target.tenant, target.key, content_key(text))
         if existing is not None:
             return existing
-        memory, inserted = self.store.add_memory(self._write(target, text))
+        memory, inserted = self.store.writes.add_memory(self._write(target, text))
         if inserted:
             log.info("memory %d added to %s (%s)", memory.id, target.tenant,
                      target.scope.value)
@@ -251,7 +252,7 @@ class MemoryService:
         never written, or another tenant's (which looks the same)."""
         require_ref(tenant, "tenant")
         check_int(memory_id, "memory id", minimum=1, maximum=INT64_MAX)
-        memory = self.store.get_memory(tenant, memory_id)
+        memory = self.store.recall.get_memory(tenant, memory_id)
         if memory is None:
             raise MemoryNotFound(f"no memory {memory_id} for tenant {tenant}")
         return memory
@@ -272,10 +273,10 @@ class MemoryService:
         if key == content_key(memory.content):
             return memory
         target = _target_of(memory)
-        known = self.store.find_live(target.tenant, target.key, key) is not None
+        known = self.store.recall.find_live(target.tenant, target.key, key) is not None
         write = self._write(target, text, merged=[memory.sealed_pii], supersedes=memory.id,
                             embed=not known)
-        updated = self.store.supersede_memory(write)
+        updated = self.store.writes.supersede_memory(write)
         if updated is None:  # superseded or deleted since it was read
             self._live(tenant, memory_id)  # raises the error that says which
             raise InvalidArgument(f"memory {memory_id} changed meanwhile: read it "
@@ -295,7 +296,7 @@ class MemoryService:
         conversation is ``rewind``-ed and distilled anew."""
         require_ref(tenant, "tenant")
         check_int(memory_id, "memory id", minimum=1, maximum=INT64_MAX)
-        deleted = self.store.delete_memory(tenant, memory_id)
+        deleted = self.store.lifecycle.delete_memory(tenant, memory_id)
         if deleted:
             log.info("deleted memory %d of %s (%d rows with its earlier versions)", memory_id,
                      tenant, deleted)
@@ -336,7 +337,7 @@ class MemoryService:
         embedder configured)."""
         if self.embedder is None:
             return None
-        return self.store.vector_status(self.embedder.model, tenant)
+        return self.store.vectors.vector_status(self.embedder.model, tenant)
 
     def embed_missing(self, batch_size: int | None = None,
                       progress: Callable[[int], None] | None = None,
@@ -356,7 +357,7 @@ class MemoryService:
         after = 0
         while limit is None or result.embedded + result.failed < limit:
             take = size if limit is None else min(size, limit - result.embedded - result.failed)
-            page = self.store.missing_vectors(self.embedder.model, after, take)
+            page = self.store.vectors.missing_vectors(self.embedder.model, after, take)
             if not page:
                 break
             after = page[-1].id
@@ -364,7 +365,7 @@ class MemoryService:
                                            [m.sealed_pii for m in page])
             result.batches += 1
             done = [(m.id, v) for m, v in zip(page, vectors, strict=True) if v is not None]
-            result.embedded += self.store.store_vectors(self.embedder.model, done)
+            result.embedded += self.store.vectors.store_vectors(self.embedder.model, done)
             result.failed += len(page) - len(done)
             if progress is not None:
                 progress(len(page))
@@ -387,10 +388,10 @@ class MemoryService:
         if whole_tenant == (actor is not None):
             raise InvalidArgument("pass either actor= or whole_tenant=True")
         if actor is not None:
-            deleted = self.store.delete_personal(tenant, require_ref(actor, "actor"))
+            deleted = self.store.lifecycle.delete_personal(tenant, require_ref(actor, "actor"))
             log.info("forgot %d personal memories of %s in %s", deleted, actor, tenant)
         else:
-            deleted = self.store.delete_tenant(tenant)
+            deleted = self.store.lifecycle.delete_tenant(tenant)
             log.info("forgot all %d memories of %s", deleted, tenant)
         return deleted
 

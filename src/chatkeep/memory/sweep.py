@@ -38,12 +38,12 @@ class Sweeper:
             raise InvalidArgument(
                 "idle_after must not be negative and batch_size must be positive")
         now = self.store.clock()
-        return self.store.claim_idle(now - idle_after, now + self.lease, batch_size)
+        return self.store.leases.claim_idle(now - idle_after, now + self.lease, batch_size)
 
     def hold(self, session_id: str) -> None:
         """Lease the session while a distillation runs (keeps sweeps from re-dispatching)."""
-        self.store.set_lease(session_id, self.store.clock() + self.lease)
+        self.store.leases.set_lease(session_id, self.store.clock() + self.lease)
 
     def release(self, session_id: str) -> None:
         """Drop the lease after a successful distillation."""
-        self.store.set_lease(session_id, None)
+        self.store.leases.set_lease(session_id, None)

@@ -42,7 +42,7 @@ class RekeyReport:
 
 def total(repository: Repository, store: MemoryStore) -> int:
     """How many rows a re-key walks (for a progress bar)."""
-    return repository.count_vaults() + store.count_sealed()
+    return repository.count_vaults() + store.lifecycle.count_sealed()
 
 
 def rekey(repository: Repository, store: MemoryStore, key: str | None,
@@ -65,11 +65,11 @@ def rekey(repository: Repository, store: MemoryStore, key: str | None,
 
     def sealed_memories() -> Iterator[tuple[str, str, Callable[[str], bool]]]:
         last = 0
-        while page := store.sealed_after(last, PAGE):
+        while page := store.lifecycle.sealed_after(last, PAGE):
             for memory_id, blob in page:
                 last = memory_id
                 yield f"memory {memory_id}", blob, functools.partial(
-                    store.replace_sealed, memory_id, blob)
+                    store.lifecycle.replace_sealed, memory_id, blob)
 
     for kind, rows in (("vaults", vaults()), ("memories", sealed_memories())):
         for what, blob, write in rows:

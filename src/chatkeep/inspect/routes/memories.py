@@ -124,7 +124,7 @@ def recall_box(request: Request) -> Response:
     tenant, actor, subject, row = _recall_scope(ins, request)
     keys = [t.key for t in readable_targets(tenant, actor, subject)]
     store = ins.keep.memory.store
-    text_hits = store.search(tenant, keys, query_terms(query), POOL)
+    text_hits = store.recall.search(tenant, keys, query_terms(query), POOL)
     retriever = ins.keep.memory.retriever
     vector_hits: list[Any] | None = None
     fused = text_hits
@@ -136,7 +136,7 @@ def recall_box(request: Request) -> Response:
             note = "the query could not be embedded (blank, or the embedding call failed)"
             vector_hits = []
         else:
-            vector_hits = store.vector_search(tenant, keys, vector, retriever.model, POOL)
+            vector_hits = store.recall.vector_search(tenant, keys, vector, retriever.model, POOL)
         fused = fuse(text_hits, vector_hits, POOL, retriever.fusion)
     else:
         note = ("no embedding model is configured (memory.embedding_model): recall is "
