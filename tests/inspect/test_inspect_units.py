@@ -9,11 +9,13 @@ from typing import Any
 import pytest
 
 from chatkeep.formats.base import fence
-from chatkeep.inspect import queries, svg
+from chatkeep.inspect import svg
 from chatkeep.inspect.masking import check_reveal, split_placeholders
 from chatkeep.inspect.preview import budget_parts
 from chatkeep.inspect.security import allowed_hosts, host_name, is_loopback
 from chatkeep.privacy.vault import PlaceholderVault, new_key, seal
+from chatkeep.store.inspection_sessions import STATES, _state_clause, valid_id
+from chatkeep.store.keyset import decode_cursor, encode_cursor
 from chatkeep.tokens import HeuristicCounter
 
 
@@ -44,16 +46,16 @@ def test_cursors_round_trip_and_survive_garbage() -> None:
     from datetime import UTC, datetime
 
     moment = datetime(2026, 11, 3, 9, 30, tzinfo=UTC)
-    assert queries.decode_cursor(queries.encode_cursor(moment, "abc")) == [moment.isoformat(),
+    assert decode_cursor(encode_cursor(moment, "abc")) == [moment.isoformat(),
                                                                            "abc"]
     for garbage in ("", "!!!", "e30", "bm90IGpzb24"):
-        assert queries.decode_cursor(garbage) is None
+        assert decode_cursor(garbage) is None
 
 
 def test_ids() -> None:
-    assert queries.valid_id("01a240e3-fb37-75e6-beb5-0d8d0f8e6e19")
+    assert valid_id("01a240e3-fb37-75e6-beb5-0d8d0f8e6e19")
     for bad in ("", "x" * 65, "a b", "a\x00", "../x", "'; drop"):
-        assert not queries.valid_id(bad)
+        assert not valid_id(bad)
 
 
 def test_hosts() -> None:
@@ -120,6 +122,6 @@ def test_budget_parts_follow_the_planner() -> None:
     assert closed["pinned"] == 8 + counter.count("You help.") + counter.count("Always be brief.")
 
 
-@pytest.mark.parametrize("state", queries.STATES)
+@pytest.mark.parametrize("state", STATES)
 def test_every_state_has_a_clause(state: str) -> None:
-    assert queries._state_clause(state, 100) is not None
+    assert _state_clause(state, 100) is not None

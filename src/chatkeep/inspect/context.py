@@ -18,11 +18,11 @@ from starlette.responses import HTMLResponse
 
 from chatkeep.app import Chatkeep
 from chatkeep.errors import ChatkeepError
-from chatkeep.inspect import queries
 from chatkeep.inspect.masking import Masker, masker_for, split_placeholders
 from chatkeep.inspect.settings import DEFAULT
 from chatkeep.refs import Ref
 from chatkeep.sessions import ChatSession
+from chatkeep.store.inspection_sessions import get_session, valid_id
 from chatkeep.store.lifecycle import HoldRow
 from chatkeep.store.rows import SessionRow
 
@@ -84,7 +84,7 @@ class Inspector:
 
     def session(self, session_id: str) -> SessionRow:
         """The session, within the confined tenant (else a 404)."""
-        row = queries.get_session(self.engine, session_id, self.tenant)
+        row = get_session(self.engine, session_id, self.tenant)
         if row is None:
             not_found(f"no session {session_id!r}"
                       + (f" in tenant {self.tenant}" if self.tenant else ""))
@@ -255,6 +255,6 @@ def id_param(request: Request, name: str) -> str | None:
     value = request.query_params.get(name)
     if value is None or not value.strip():
         return None
-    if not queries.valid_id(value.strip()):
+    if not valid_id(value.strip()):
         not_found(f"no session {value[:80]!r}")
     return value.strip()

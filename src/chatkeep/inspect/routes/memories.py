@@ -11,7 +11,6 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from chatkeep.history.plan import previous_texts
-from chatkeep.inspect import queries
 from chatkeep.inspect.context import (
     Inspector,
     bad_request,
@@ -27,6 +26,19 @@ from chatkeep.memory.hybrid import DEFAULT_FUSION, HybridRetriever, fuse
 from chatkeep.memory.scopes import Scope, readable_targets
 from chatkeep.memory.text import query_terms
 from chatkeep.refs import Ref
+from chatkeep.store.inspection_log import read_log
+from chatkeep.store.inspection_memories import (
+    MemoryFilter,
+    distilled_after,
+    get_memory,
+    list_memories,
+    memory_counts,
+    memory_vectors,
+    memory_versions,
+    unembedded,
+)
+from chatkeep.store.inspection_sessions import get_session
+from chatkeep.store.memory_rows import MemoryRow
 
 #: Candidates taken from each ranking (as hybrid recall does by default).
 POOL = DEFAULT_FUSION.pool
@@ -34,7 +46,16 @@ POOL = DEFAULT_FUSION.pool
 SOURCE_WINDOW = 12
 
 
-def _shown(ins: Inspector, memory: queries.MemoryRow | Any) -> str:
+def scope_label(scope: str, subject: Ref | None, actor: Ref | None) -> str:
+    """``tenant``, ``subject TYPE:ID`` or ``personal TYPE:ID``."""
+    if scope == "subject" and subject is not None:
+        return f"subject {subject}"
+    if scope == "personal" and actor is not None:
+        return f"personal {actor}"
+    return scope
+
+
+def _shown(ins: Inspector, memory: MemoryRow | Any) -> str:
     sealed = getattr(memory, "sealed_pii", None)
     return ins.masker(sealed).text(memory.content)
 
@@ -45,23 +66,23 @@ def memory_list(request: Request) -> Response:
     session_id = id_param(request, "session")
     if session_id is not None:
         ins.session(session_id)  # another tenant's session is not found
-    f = queries.MemoryFilter(
+    f = MemoryFilter(
         tenant=ins.tenant_filter(request),
         scope=choice_param(request, "scope", [s.value for s in Scope]),
         actor=ref_param(request, "actor"), subject=ref_param(request, "subject"),
         session_id=session_id,
         superseded=request.query_params.get("superseded") == "1",
         after=text_param(request, "after", limit=200))
-    rows, next_cursor = queries.list_memories(ins.engine, f)
+    rows, next_cursor = list_memories(ins.engine, f)
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        groups.setdefault(queries.scope_label(row.scope, row.subject, row.actor), []).append(
+        groups.setdefault(scope_label(row.scope, row.subject, row.actor), []).append(
             {"row": row, "text": _shown(ins, row)})
     retriever = ins.keep.memory.retriever
     model = retriever.model if isinstance(retriever, HybridRetriever) else None
-    missing = queries.unembedded(ins.engine, model, f.tenant) if model else None
+    missing = unembedded(ins.engine, model, f.tenant) if model else None
     return ins.render(request, "memories.html", f=f, groups=groups, next_cursor=next_cursor,
-                      counts=queries.memory_counts(ins.engine, f.tenant), model=model,
+                      counts=memory_counts(ins.engine, f.tenant), model=model,
                       missing=missing, scopes=[s.value for s in Scope], title="Memories")
 
 
@@ -72,19 +93,19 @@ def memory_page(request: Request) -> Response:
     raw = request.path_params["memory_id"]
     if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
         not_found(f"no memory {raw!r}")
-    memory = queries.get_memory(ins.engine, int(raw), ins.tenant)
+    memory = get_memory(ins.engine, int(raw), ins.tenant)
     if memory is None:
         not_found(f"no memory {raw}" + (f" in tenant {ins.tenant}" if ins.tenant else ""))
-    older, newer = queries.memory_versions(ins.engine, memory)
+    older, newer = memory_versions(ins.engine, memory)
     source = None
     source_key = ""
     messages: list[dict[str, Any]] = []
-    after = queries.distilled_after(ins.engine, memory)
+    after = distilled_after(ins.engine, memory)
     if memory.source_session_id is not None:
-        source = queries.get_session(ins.engine, memory.source_session_id, memory.tenant)
+        source = get_session(ins.engine, memory.source_session_id, memory.tenant)
     if source is not None:
         start = max(after, memory.source_through_seq - SOURCE_WINDOW)
-        window = queries.read_log(ins.engine, source, after=start, limit=SOURCE_WINDOW)
+        window = read_log(ins.engine, source, after=start, limit=SOURCE_WINDOW)
         masker = ins.masker(source.pii_vault)
         source_key = ins.labels(source, masker)[0]
         previous = previous_texts(window.messages)
@@ -97,9 +118,9 @@ def memory_page(request: Request) -> Response:
         older=[{"row": r, "text": _shown(ins, r)} for r in older],
         newer=[{"row": r, "text": _shown(ins, r)} for r in newer], source=source,
         source_key=source_key,
-        messages=messages, after=after, vectors=queries.memory_vectors(ins.engine, memory.id),
+        messages=messages, after=after, vectors=memory_vectors(ins.engine, memory.id),
         model=retriever.model if isinstance(retriever, HybridRetriever) else None,
-        scope=queries.scope_label(memory.scope, memory.subject, memory.actor),
+        scope=scope_label(memory.scope, memory.subject, memory.actor),
         title=f"Memory {memory.id}")
 
 

@@ -16,7 +16,6 @@ from starlette.routing import Route
 
 from chatkeep.formats import FORMATS
 from chatkeep.history.plan import previous_texts
-from chatkeep.inspect import queries
 from chatkeep.inspect.context import (
     Inspector,
     choice_param,
@@ -29,6 +28,7 @@ from chatkeep.inspect.preview import PARTS, preview
 from chatkeep.inspect.routes.reveal import session_page_routes
 from chatkeep.inspect.svg import stacked_bar
 from chatkeep.messages import Message
+from chatkeep.store.inspection_log import CallLink, LogWindow, read_log
 from chatkeep.store.rows import SessionRow
 
 #: Characters of one message shown (masked first, then cut).
@@ -45,7 +45,7 @@ class LogEntry:
     text: str
     cut: int
     calls: list[dict[str, Any]] = field(default_factory=list)
-    answers: queries.CallLink | None = None
+    answers: CallLink | None = None
 
 
 def _shown(masker: Masker, text: str | None, context: str | None) -> tuple[str, int]:
@@ -55,7 +55,7 @@ def _shown(masker: Masker, text: str | None, context: str | None) -> tuple[str, 
     return (shown[:SHOWN_CHARS] if cut else shown), cut
 
 
-def log_entries(window: queries.LogWindow, masker: Masker) -> list[LogEntry]:
+def log_entries(window: LogWindow, masker: Masker) -> list[LogEntry]:
     """The window's messages with masked text and their tool calls paired."""
     previous = previous_texts(window.messages)
     entries = []
@@ -73,7 +73,7 @@ def _page(request: Request, ins: Inspector, row: SessionRow, masker: Masker, *,
           reveal_message: str | None = None, status: int = 200) -> Response:
     after = int_param(request, "after")
     before = int_param(request, "before", minimum=1)
-    window = queries.read_log(ins.engine, row, after=after, before=before)
+    window = read_log(ins.engine, row, after=after, before=before)
     context = {"row": row, "window": window, "entries": log_entries(window, masker),
                "masker": masker, "formats": list(FORMATS), "reveal_message": reveal_message,
                "tab": "log",

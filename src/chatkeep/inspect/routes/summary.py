@@ -12,10 +12,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from chatkeep.history.summary import SECTIONS, StructuredSummary
-from chatkeep.inspect import queries
 from chatkeep.inspect.context import Inspector
 from chatkeep.inspect.masking import Masker
 from chatkeep.inspect.routes.reveal import session_page_routes
+from chatkeep.store.inspection_log import last_seq_before
+from chatkeep.store.inspection_usage import UsageFilter, ledger_lines
 from chatkeep.store.rows import SessionRow
 
 FOLD_ROWS = 200
@@ -38,9 +39,9 @@ def _page(request: Request, ins: Inspector, row: SessionRow, masker: Masker, *,
             by_fold[item.touched].append(item.id)
         narrative = masker.restore_then_mask(summary.narrative)
         tokens = ins.keep.counter.count(summary.render())
-    calls = list(reversed(queries.ledger_lines(ins.engine, queries.UsageFilter(
+    calls = list(reversed(ledger_lines(ins.engine, UsageFilter(
         session_id=row.id, purpose="summary"), limit=FOLD_ROWS)))
-    folds = [{"line": line, "through": queries.last_seq_before(ins.engine, row,
+    folds = [{"line": line, "through": last_seq_before(ins.engine, row,
                                                                line.created_at)}
              for line in calls]
     stored = ins.keep.repository.folds(row.id, limit=FOLD_ROWS)

@@ -12,7 +12,6 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from chatkeep.inspect import queries
 from chatkeep.inspect.context import (
     Inspector,
     bad_request,
@@ -24,6 +23,16 @@ from chatkeep.inspect.context import (
 from chatkeep.inspect.masking import Masker, Reveal
 from chatkeep.inspect.routes.reveal import list_page_routes
 from chatkeep.inspect.svg import bars, stacked_columns
+from chatkeep.store.inspection_usage import (
+    BUCKETS,
+    UsageFilter,
+    UsageRow,
+    ledger_lines,
+    reconcile,
+    usage_by,
+    usage_choices,
+    usage_over_time,
+)
 
 TABLES = ("tenants", "purposes", "models", "sessions", "time", "ledger")
 #: Rows of a table shown on the page (its CSV has them all, up to ``CSV_ROWS``).
@@ -32,7 +41,7 @@ CSV_ROWS = 100_000
 TOKENS = ["calls", "prompt_tokens", "completion_tokens", "total_tokens"]
 
 
-def _tables(ins: Inspector, f: queries.UsageFilter, bucket: str, limit: int, *,
+def _tables(ins: Inspector, f: UsageFilter, bucket: str, limit: int, *,
             revealed: bool = False) -> dict[str, tuple[list[str], list[list[Any]]]]:
     """Every table of the page as (header, rows): at most ``limit`` rows of those that
     grow with the data (tenants, models, sessions, ledger lines); every purpose and
@@ -40,19 +49,19 @@ def _tables(ins: Inspector, f: queries.UsageFilter, bucket: str, limit: int, *,
     ``revealed``."""
     engine = ins.engine
 
-    def labels(r: queries.UsageRow) -> list[str]:
+    def labels(r: UsageRow) -> list[str]:
         masker = Masker(None) if revealed else ins.masker(r.key[3])
         return [masker.text(r.key[1]), masker.text(r.key[2])]
 
-    def sums(row: queries.UsageRow) -> list[Any]:
+    def sums(row: UsageRow) -> list[Any]:
         return [row.calls, row.prompt_tokens, row.completion_tokens, row.total_tokens]
 
-    tenants = queries.usage_by(engine, f, "tenant", limit=limit)
-    purposes = queries.usage_by(engine, f, "purpose")
-    models = queries.usage_by(engine, f, "model", limit=limit)
-    sessions = queries.usage_by(engine, f, "session", limit=limit)
-    time = queries.usage_over_time(engine, f, bucket)
-    ledger = queries.ledger_lines(engine, f, limit=limit)
+    tenants = usage_by(engine, f, "tenant", limit=limit)
+    purposes = usage_by(engine, f, "purpose")
+    models = usage_by(engine, f, "model", limit=limit)
+    sessions = usage_by(engine, f, "session", limit=limit)
+    time = usage_over_time(engine, f, bucket)
+    ledger = ledger_lines(engine, f, limit=limit)
     return {
         "tenants": (["tenant", *TOKENS],
                     [[f"{r.key[0]}:{r.key[1]}", *sums(r)] for r in tenants]),
@@ -109,12 +118,12 @@ def usage_page(request: Request, ins: Inspector, *, reveal: Reveal | None = None
     session_id = id_param(request, "session")
     if session_id is not None:
         ins.session(session_id)  # another tenant's session is not found
-    f = queries.UsageFilter(
+    f = UsageFilter(
         tenant=ins.tenant_filter(request), session_id=session_id,
         purpose=text_param(request, "purpose", limit=16),
         model=text_param(request, "model", limit=255),
         since=date_param(request, "since"), until=date_param(request, "until"))
-    bucket = choice_param(request, "bucket", list(queries.BUCKETS), "day") or "day"
+    bucket = choice_param(request, "bucket", list(BUCKETS), "day") or "day"
     revealed = reveal is not None and reveal.granted
     wanted = choice_param(request, "csv", TABLES)
     if revealed and form and form.get("csv"):
@@ -127,15 +136,15 @@ def usage_page(request: Request, ins: Inspector, *, reveal: Reveal | None = None
     shown = {name: (header, rows[:SHOWN], len(rows) > SHOWN)
              for name, (header, rows) in tables.items()}
     totals = [sum(int(r[i]) for r in tables["purposes"][1]) for i in (1, 2, 3, 4)]
-    purposes, models = queries.usage_choices(ins.engine, f.tenant)
+    purposes, models = usage_choices(ins.engine, f.tenant)
     return ins.render(
-        request, "usage.html", status, f=f, bucket=bucket, buckets=list(queries.BUCKETS),
+        request, "usage.html", status, f=f, bucket=bucket, buckets=list(BUCKETS),
         tables=shown, totals=totals, purposes=purposes, models=models,
         time_chart=_time_chart(tables["time"][1]),
         time_purposes=sorted({r[1] for r in tables["time"][1]}),
         purpose_chart=bars([(str(r[0]), int(r[4])) for r in tables["purposes"][1]]),
         model_chart=bars([(str(r[0]), int(r[4])) for r in tables["models"][1][:12]]),
-        recon=queries.reconcile(ins.engine, f.tenant, f.session_id),
+        recon=reconcile(ins.engine, f.tenant, f.session_id),
         filtered=any((f.purpose, f.model, f.since, f.until)), revealed=revealed,
         reveal_message=reveal.message if reveal else None, csv_tables=TABLES,
         title="Usage")
