@@ -23,10 +23,9 @@ import pytest
 from chatkeep import Chatkeep
 from chatkeep.testing import FakeOpenAIServer
 from support.aio import API_AXIS, open_on_axis
-from support.postgres import scratch_schema, with_driver
+from support.postgres import PG_URL, scratch_schema, with_driver
 
 REQUIRE_SERVICES = os.environ.get("CHATKEEP_REQUIRE_SERVICES") == "1"
-PG_URL = os.environ.get("CHATKEEP_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 """No driver named: each API picks its own (psycopg, asyncpg; ``open_on_axis``)."""
 _pg_error: str | bool | None = False  # False = not probed yet
 

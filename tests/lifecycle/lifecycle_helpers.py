@@ -129,7 +129,7 @@ def disk_bytes(db_url: str) -> bytes:
         dsn = re.sub(r"[?&]options=[^&]*", "",
                      unquote(db_url).replace("postgresql+psycopg", "postgresql"))
     else:  # through PgBouncer: its database ck_pgb_N is the schema of that name
-        from conftest import PG_URL
+        from support.postgres import PG_URL
 
         found = re.search(r"/(ck_pgb_[0-9]+)", db_url)
         assert found is not None, db_url

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+PG_URL = os.environ.get("CHATKEEP_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+"""The test server (``CHATKEEP_TEST_PG_URL`` overrides it): one definition, which
+``tests/conftest.py`` and helpers read (a helper must not import ``conftest`` by name:
+several folders have one)."""
 
 
 def with_driver(url: str, driver: str | None) -> str:
