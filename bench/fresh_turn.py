@@ -138,9 +138,10 @@ class ChatkeepSide:
                 drafts += [MessageDraft(Role.USER, user), MessageDraft(Role.ASSISTANT, reply)]
             for start in range(0, len(drafts), 500):
                 self.session.add_drafts(drafts[start:start + 500])
-            while self.keep.compressor.build_history(self.session, SYSTEM) and (
-                    self.session.refresh().row.summary_watermark or 0) < seed - 8:
-                pass  # fold the seeded backlog, a bounded step per call
+            watermark = -1
+            while watermark != (watermark := self.session.refresh().row.summary_watermark):
+                self.keep.compressor.build_history(self.session, SYSTEM)  # fold the seeded
+                # backlog, a bounded step per call, until a call folds nothing more
         self.versions_before = self.session.refresh().row.summary_version
 
     def turn(self) -> None:
