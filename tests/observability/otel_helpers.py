@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import openai
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -19,11 +18,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "privacy"))
 
-from egress_helpers import ModelPlayer
+from egress_helpers import World, open_world
 
-from chatkeep import Chatkeep
-from chatkeep.memory.embedders import HashEmbedder
-from chatkeep.testing import FakeOpenAIServer
+__all__ = ["EXPORTER", "READER", "Telemetry", "World", "open_world"]
 
 EXPORTER = InMemorySpanExporter()
 READER = InMemoryMetricReader()
@@ -58,26 +55,3 @@ class Telemetry:
         return out
 
 
-@dataclass
-class World:
-    keep: Chatkeep
-    server: FakeOpenAIServer
-    player: ModelPlayer
-
-
-def open_world(folder: Path, *, budget: int = 500) -> World:
-    """A keep on a fresh SQLite file, privacy on, a small budget (the summarizer folds),
-    memories recalled with embeddings; its model the recording fake server."""
-    player = ModelPlayer()
-    server = FakeOpenAIServer(responder=player,
-                              embedder=HashEmbedder(64, model="fake-embed")).start()
-    client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0, timeout=10.0)
-    keep = Chatkeep(f"sqlite:///{folder / 'chat.db'}", model=client, dispatcher="inline",
-                    config={"privacy": {"anonymize_pii": True},
-                            "chat": {"max_history_tokens": budget, "recent_messages_min": 1},
-                            "memory": {"recall_in_history": True,
-                                       "embedding_model": "fake-embed",
-                                       "embedding_base_url": server.base_url,
-                                       "embedding_api_key": "k"},
-                            "llm": {"max_retries": 0}})
-    return World(keep, server, player)

@@ -21,11 +21,17 @@ import json
 import re
 import urllib.parse
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import openai
+
+from chatkeep import Chatkeep
+from chatkeep.memory.embedders import HashEmbedder
 from chatkeep.memory.prompts import DECIDE_SYSTEM
 from chatkeep.privacy.surface import SurfaceView, surface_view
-from chatkeep.testing import Reply
+from chatkeep.testing import FakeOpenAIServer, Reply
 
 #: Values of each kind, all detected by the built-in recognizers when written plain (a name
 #: only after "my name is").
@@ -224,3 +230,33 @@ class ModelPlayer:
                                              for i in items]})
         self.asked.append("other")
         return Reply.ok("ok")
+
+
+@dataclass
+class World:
+    """A keep and the recording fake server behind it, played by a :class:`ModelPlayer`."""
+
+    keep: Chatkeep
+    server: FakeOpenAIServer
+    player: ModelPlayer
+
+
+def open_world(folder: Path, model_written: Iterable[str] = (), *,
+               budget: int = 500) -> World:
+    """A keep on a fresh SQLite file in ``folder``, privacy on, a small budget (the
+    summarizer folds), memories recalled with embeddings; its model and embedding endpoint
+    the recording server played by a :class:`ModelPlayer` (``model_written``: what it
+    writes into memories as the distiller)."""
+    player = ModelPlayer(model_written)
+    server = FakeOpenAIServer(responder=player,
+                              embedder=HashEmbedder(64, model="fake-embed")).start()
+    client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0, timeout=10.0)
+    keep = Chatkeep(f"sqlite:///{folder / 'chat.db'}", model=client, dispatcher="inline",
+                    config={"privacy": {"anonymize_pii": True},
+                            "chat": {"max_history_tokens": budget, "recent_messages_min": 1},
+                            "memory": {"recall_in_history": True,
+                                       "embedding_model": "fake-embed",
+                                       "embedding_base_url": server.base_url,
+                                       "embedding_api_key": "k"},
+                            "llm": {"max_retries": 0}})
+    return World(keep, server, player)

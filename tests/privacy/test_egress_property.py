@@ -52,8 +52,9 @@ from egress_helpers import (
     ALL_FORMS,
     KINDS,
     POOLS,
-    ModelPlayer,
+    World,
     assert_never_raw,
+    open_world,
     sent_history,
     written,
 )
@@ -63,7 +64,6 @@ from hypothesis import strategies as st
 from chatkeep import Chatkeep, Ref, ToolCall
 from chatkeep.aio import AsyncChatkeep
 from chatkeep.integrations.openai_agents import ChatkeepSession
-from chatkeep.memory.embedders import HashEmbedder
 from chatkeep.sessions import ChatSession
 from chatkeep.testing import AgentModel, FakeOpenAIServer
 from chatkeep.testing.wire_rules import seal, sign
@@ -288,36 +288,13 @@ def record_scenario(session: ChatSession, scenario: Scenario) -> None:
 # -- running it -------------------------------------------------------------------------
 
 
-@dataclass
-class World:
-    keep: Chatkeep
-    server: FakeOpenAIServer
-    player: ModelPlayer
-
-
-def open_world(folder: Path, model_written: list[str]) -> World:
-    """A keep on a fresh SQLite file in ``folder``, its model and embedding endpoint the
-    recording server played by a :class:`ModelPlayer`."""
-    player = ModelPlayer(model_written)
-    server = FakeOpenAIServer(responder=player,
-                              embedder=HashEmbedder(64, model="fake-embed")).start()
-    client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0, timeout=10.0)
-    keep = Chatkeep(f"sqlite:///{folder / 'chat.db'}", model=client, dispatcher="inline",
-                    config={"privacy": {"anonymize_pii": True},
-                            "chat": {"max_history_tokens": BUDGET, "recent_messages_min": 1},
-                            "memory": {"recall_in_history": True,
-                                       "embedding_model": "fake-embed",
-                                       "embedding_base_url": server.base_url,
-                                       "embedding_api_key": "k"},
-                            "llm": {"max_retries": 0}})
-    return World(keep, server, player)
 
 
 @contextlib.contextmanager
 def world_for(model_written: list[str]) -> Iterator[World]:
     """One world per example (a fresh SQLite file), closed when the example ends."""
     with tempfile.TemporaryDirectory(prefix="egress-") as folder:
-        world = open_world(Path(folder), model_written)
+        world = open_world(Path(folder), model_written, budget=BUDGET)
         try:
             yield world
         finally:
@@ -440,7 +417,7 @@ def test_an_escaped_copy_beside_the_plain_value_in_one_text(tmp_path: Path) -> N
 
 def test_the_recall_query_of_a_history_knows_what_that_history_learns(
         tmp_path: Path) -> None:
-    world = open_world(tmp_path, [])
+    world = open_world(tmp_path, [], budget=BUDGET)
     try:
         session = world.keep.sessions.create(ORG, ACTOR)
         session.add_user("By the way, my name is Margarethe Vandenberghe.")
