@@ -310,22 +310,43 @@ def _rows(lines: Iterable[bytes], schema: str,
                       "short, so nothing was restored")
 
 
+class _Admitted:
+    """The dump's rows, each admitted by the ownership of the dump's tenant before it is
+    handed on (both passes of an import walk it), with ``progress`` as ``stage`` every
+    ``BATCH`` rows. ``ownership`` is the dump's once the walk has begun."""
+
+    def __init__(self, lines: Iterable[bytes], schema: str, digest: Digest,
+                 progress: Progress | None, stage: str) -> None:
+        self._lines, self._schema, self._digest = lines, schema, digest
+        self._progress, self._stage = progress, stage
+        self.ownership: Ownership | None = None
+
+    def __iter__(self) -> Iterator[tuple[Ownership, Table, dict[str, Any]]]:
+        done = 0
+        for item in _rows(self._lines, self._schema, self._digest):
+            if isinstance(item, Ownership):
+                self.ownership = item
+                continue
+            table, row = item
+            assert self.ownership is not None
+            _admit(self.ownership, table, row, done)
+            done += 1
+            if self._progress is not None and done % BATCH == 0:
+                self._progress(self._stage, done)
+            yield self.ownership, table, row
+
+    def finished(self) -> Ownership:
+        """The dump's ownership after the walk (its header makes one, rows or none)."""
+        assert self.ownership is not None
+        return self.ownership
+
+
 def _check(lines: Iterable[bytes], schema: str, progress: Progress | None) -> _Checked:
     digest = Digest()
-    ownership: Ownership | None = None
-    done = 0
-    for item in _rows(lines, schema, digest):
-        if isinstance(item, Ownership):
-            ownership = item
-            continue
-        table, row = item
-        assert ownership is not None
-        _admit(ownership, table, row, done)
-        done += 1
-        if progress is not None and done % BATCH == 0:
-            progress("checking", done)
-    assert ownership is not None
-    return _Checked(ownership.finish(), digest.hexdigest())
+    rows = _Admitted(lines, schema, digest, progress, "checking")
+    for _ in rows:
+        pass
+    return _Checked(rows.finished().finish(), digest.hexdigest())
 
 
 def _admit(ownership: Ownership, table: Table, row: dict[str, Any], done: int) -> None:
@@ -344,21 +365,11 @@ def _write(engine: Engine, lines: Iterable[bytes], schema: str, progress: Progre
             if checked is not None:
                 _refuse_held_in(conn, checked.claims)
             writer = _Writer(conn)
-            ownership: Ownership | None = None
-            done = 0
-            for item in _rows(lines, schema, digest):
-                if isinstance(item, Ownership):
-                    ownership = item
-                    continue
-                table, row = item
-                assert ownership is not None
-                _admit(ownership, table, row, done)
-                writer.add(table, row, ownership)
+            rows = _Admitted(lines, schema, digest, progress, "importing")
+            for owner, table, row in rows:
+                writer.add(table, row, owner)
                 counts[table.name] += 1
-                done += 1
-                if progress is not None and done % BATCH == 0:
-                    progress("importing", done)
-            assert ownership is not None
+            ownership = rows.finished()
             ownership.finish()
             writer.flush(ownership)
             writer.link()
