@@ -31,7 +31,7 @@ from chatkeep.formats import AnthropicHistory, History, HistoryInfo, get_format
 from chatkeep.formats.openai_chat import ChatHistory
 from chatkeep.formats.openai_responses import ResponsesHistory
 from chatkeep.history.clip import redact_then_clip
-from chatkeep.history.plan import plan_history, previous_texts
+from chatkeep.history.plan import previous_texts
 from chatkeep.history.round import (
     Deferred,
     FoldResult,
@@ -253,25 +253,17 @@ class HistoryCompressor:
 
         Display only: a value first detected here has a placeholder that is not stored
         yet, so send what ``build_history`` returns, never a preview."""
-        wire = get_format(format)
-        _check_session(session)
-        _check_system_prompt(system_prompt)
-        _check_memories(memories)
-        row, pinned_before, messages = self._repository_for(session).read_history(session.id)
-        session.adopt_row(row)
-        egress = self._egress(session)
-        previous = self._model_summary(session, row.summary, egress)
-        plan = plan_history(
-            system_text=egress(_with_memories(system_prompt, memories)),
-            pinned_before=pinned_before,
-            summary=(previous.render() or None) if previous else None,
-            messages=messages, config=self.config, counter=self.counter, redact=egress,
-            format=format)
+        # The round's own plan, never committed (``memories=[]`` when none are given:
+        # a preview recalls nothing).
+        prepared = self.round(session, system_prompt,
+                              memories=[] if memories is None else memories,
+                              format=format).prepare()
+        plan = prepared.plan
         outgoing = dataclasses.replace(plan.outgoing, summary_role=self.config.summary_role)
         info = HistoryInfo(plan.tokens, self.config.max_history_tokens,
                            over_budget_reason=plan.over_budget_reason, clipped=plan.clipped,
                            format=format, preview=True, would_fold=len(plan.fold))
-        return scrubbed(wire.to_wire(outgoing, info), egress, session)
+        return scrubbed(get_format(format).to_wire(outgoing, info), prepared.egress, session)
 
     def _repository_for(self, session: ChatSession) -> Repository:
         """Where ``session``'s history is read and its summary stored."""
