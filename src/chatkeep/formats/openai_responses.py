@@ -30,6 +30,9 @@ from chatkeep.messages import AssistantTurn, Message, MessageDraft, Role, ToolCa
 
 NAME = "openai_responses"
 _TEXT_PARTS = ("input_text", "output_text", "text")
+_MEDIA_PARTS = {"input_image": "image", "input_file": "file"}
+"""A tool's output may carry these beside its text (the Agents SDK's ``ToolOutputImage``
+and ``ToolOutputFileContent``): kept verbatim in the recorded item, a marker in the text."""
 _ROLES = {"user": Role.USER, "system": Role.SYSTEM, "developer": Role.SYSTEM,
           "assistant": Role.ASSISTANT}
 
@@ -54,13 +57,13 @@ def to_wire(outgoing: Outgoing, info: HistoryInfo) -> ResponsesHistory:
 
 def message_to_items(message: Message) -> list[dict[str, Any]]:
     """One internal message as Responses input items (an assistant turn may be several)."""
-    if message.role is Role.TOOL:
-        return [{"type": "function_call_output", "call_id": message.tool_call_id,
-                 "output": message.content or ""}]
     native = message.native.get(NAME) or {}
     original = native.get(RECORDED_ITEM)
     if isinstance(original, Mapping) and _carries(original, message):
         return [dict(original)]  # what was recorded, exactly (the Agents SDK matches on it)
+    if message.role is Role.TOOL:
+        return [{"type": "function_call_output", "call_id": message.tool_call_id,
+                 "output": _tool_output(message, original)}]
     items: list[dict[str, Any]] = [dict(r) for r in native.get("reasoning") or []]
     if message.content:
         items.append({"role": message.role.value, "content": message.content})
@@ -126,9 +129,7 @@ def from_wire(payload: Any) -> list[MessageDraft]:
                 raise InvalidMessage(f"{what}: unknown role {role!r}")
             draft = MessageDraft(mapped, text_of(item.get("content"), what, _TEXT_PARTS))
         elif kind == "function_call_output":
-            output = item.get("output")
-            text = text_of(output, what, _TEXT_PARTS) if not isinstance(output, str) else output
-            draft = MessageDraft(Role.TOOL, text if text is not None else "",
+            draft = MessageDraft(Role.TOOL, tool_output_text(item.get("output"), what),
                                  tool_call_id=require_text(item.get("call_id"),
                                                            f"{what} call_id"))
         else:
@@ -149,12 +150,47 @@ def _carries(item: Mapping[str, Any], message: Message) -> bool:
         return len(message.tool_calls) == 1 and message.tool_calls[0].arguments == \
             item.get("arguments") and message.tool_calls[0].id == item.get("call_id")
     if kind == "function_call_output":
-        return message.role is Role.TOOL and message.content == item.get("output")
+        try:
+            return message.role is Role.TOOL and \
+                message.content == tool_output_text(item.get("output"), "item")
+        except InvalidMessage:
+            return False
     try:
         return text_of(item.get("content"), "item", _TEXT_PARTS) == \
             message.content and not message.tool_calls
     except InvalidMessage:
         return False
+
+
+def tool_output_text(output: Any, what: str) -> str:
+    """A ``function_call_output``'s output as the text chatkeep stores: a string as it is,
+    a list of parts as their text, each image or file part as a marker (``[image]``,
+    ``[file: report.pdf]``) so every other format and the summarizer know it was there."""
+    if output is None or isinstance(output, str):
+        return output or ""
+    texts: list[str] = []
+    for index, raw in enumerate(require_list(output, f"{what} output")):
+        part = require_mapping(raw, f"{what} output part {index}")
+        media = _MEDIA_PARTS.get(str(part.get("type")))
+        if media is None:
+            texts.append(text_of([part], f"{what} output part {index}", _TEXT_PARTS) or "")
+            continue
+        name = part.get("filename")
+        texts.append(f"[{media}: {name}]" if isinstance(name, str) and name else f"[{media}]")
+    return "".join(texts)
+
+
+def _tool_output(message: Message, original: Any) -> str | list[dict[str, Any]]:
+    """A tool result whose text changed on the way out (redacted, clipped): its text, and
+    the recorded images and files after it (they are not text the planner could rewrite;
+    the egress still reads every string in them)."""
+    text = message.content or ""
+    output = original.get("output") if isinstance(original, Mapping) else None
+    if not isinstance(output, list):
+        return text
+    media = [dict(p) for p in output
+             if isinstance(p, Mapping) and str(p.get("type")) in _MEDIA_PARTS]
+    return [{"type": "input_text", "text": text}, *media] if media else text
 
 
 @dataclass

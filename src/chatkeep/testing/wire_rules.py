@@ -328,7 +328,9 @@ def _check_responses_item(i: int, item: Any) -> list[str]:  # noqa: C901
         if not _is_str(item.get("call_id")):
             errors.append(f"Missing required parameter: '{where}.call_id'.")
         output = item.get("output")
-        if not (_is_str(output) or isinstance(output, list)):
+        if isinstance(output, list):
+            errors.extend(_output_part_errors(output, f"{where}.output"))
+        elif not _is_str(output):
             errors.append(f"Missing required parameter: '{where}.output'." if output is None
                           else f"Invalid type for '{where}.output': expected one of a string "
                                f"or array, but got {_type_name(output)} instead.")
@@ -596,4 +598,27 @@ def _check_anthropic_turns(messages: list[dict[str, Any]], thinking: bool) -> li
                           "(preceeding the lastmost set of `tool_use` and `tool_result` "
                           "blocks). We recommend you include thinking blocks from previous "
                           "turns. To avoid this requirement, disable `thinking`.")
+    return errors
+
+
+_OUTPUT_PART_SOURCES = {"input_image": ("image_url", "file_id"),
+                        "input_file": ("file_data", "file_url", "file_id")}
+
+
+def _output_part_errors(parts: list[Any], where: str) -> list[str]:
+    """A tool output given as parts: text, images and files only, each with its source
+    (an image needs ``image_url`` or ``file_id``; a file its data, URL or id)."""
+    errors: list[str] = []
+    for k, part in enumerate(parts):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in _RESPONSES_INPUT_PARTS:
+            supported = ", ".join(f"'{a}'" for a in _RESPONSES_INPUT_PARTS)
+            errors.append(f"Invalid value: '{kind}'. Supported values are: {supported}. "
+                          f"('{where}[{k}].type')")
+        elif kind == "input_text" and not _is_str(part.get("text")):
+            errors.append(f"Missing required parameter: '{where}[{k}].text'.")
+        elif kind in _OUTPUT_PART_SOURCES and not any(
+                _is_str(part.get(f)) for f in _OUTPUT_PART_SOURCES[kind]):
+            errors.append(f"Missing required parameter: '{where}[{k}]' needs one of "
+                          f"{', '.join(_OUTPUT_PART_SOURCES[kind])}.")
     return errors
