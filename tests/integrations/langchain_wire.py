@@ -3,7 +3,8 @@ chatkeep's strict fake server, so a test sees every byte an agent's model calls 
 
 langchain-openai is not a dependency; this is the part of it the tests need: messages
 out through ``convert_to_openai_messages``, tools as OpenAI function schemas, the answer
-(text and tool calls) back as an ``AIMessage``, and ``stream=True`` as message chunks.
+(text and tool calls, with the reply's usage as ``usage_metadata``) back as an
+``AIMessage``, ``max_tokens`` sent when set, and ``stream=True`` as message chunks.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import openai
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages.ai import UsageMetadata
 from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.messages.utils import convert_to_openai_messages
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
@@ -29,6 +31,8 @@ class WireChatModel(BaseChatModel):
 
     base_url: str
     tools: list[dict[str, Any]] = Field(default_factory=list)
+    max_tokens: int | None = None
+    """The output ceiling sent with each request (``max_tokens``), as ChatOpenAI's."""
 
     @property
     def _llm_type(self) -> str:
@@ -45,6 +49,8 @@ class WireChatModel(BaseChatModel):
                                 "messages": convert_to_openai_messages(messages)}
         if self.tools:
             body["tools"] = self.tools
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
         return body
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
@@ -54,8 +60,13 @@ class WireChatModel(BaseChatModel):
         calls = [{"name": c.function.name, "args": json.loads(c.function.arguments or "{}"),
                   "id": c.id, "type": "tool_call"}
                  for c in message.tool_calls or [] if c.type == "function"]
+        usage = None if reply.usage is None else UsageMetadata(
+            input_tokens=reply.usage.prompt_tokens,
+            output_tokens=reply.usage.completion_tokens,
+            total_tokens=reply.usage.total_tokens)
         return ChatResult(generations=[ChatGeneration(
-            message=AIMessage(message.content or "", tool_calls=calls))])
+            message=AIMessage(message.content or "", tool_calls=calls,
+                              usage_metadata=usage))])
 
     def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
                 run_manager: Any = None, **kwargs: Any) -> Iterator[ChatGenerationChunk]:

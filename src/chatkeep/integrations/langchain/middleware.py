@@ -23,6 +23,7 @@ a checkpointer of the user's own writes a bounded state, not the whole thread
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from collections import OrderedDict
 from collections.abc import (
@@ -32,6 +33,7 @@ from collections.abc import (
     Callable,
     Iterable,
     Iterator,
+    Mapping,
     Sequence,
 )
 from dataclasses import dataclass
@@ -53,7 +55,8 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import RunnableBinding, RunnableConfig
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
@@ -71,6 +74,7 @@ from chatkeep.integrations.langchain.messages import (
 from chatkeep.integrations.langchain.trim import folded_ids
 from chatkeep.privacy.egress import map_strings
 from chatkeep.privacy.streaming import StreamRestorer
+from chatkeep.quotas import Reservation
 from chatkeep.refs import Ref
 from chatkeep.sessions import ChatSession, prepare_batch
 from chatkeep.validation import check_bool
@@ -117,6 +121,8 @@ class _Prepared:
     session: ChatSession
     system: SystemMessage | None
     messages: list[AnyMessage]
+    tokens: int = 0
+    """The budget's count of what goes out (``history.info.tokens``)."""
 
 
 class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
@@ -136,6 +142,10 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     (``build_history``: budget, summary, redaction), and its system message by the same
     text as it goes out (redacted, with recalled memories when configured). Put it last
     in ``middleware=[...]``, nearest the model, so what it sends is what the model gets.
+    Each model call is reserved on the tenant's quota before it is sent (the history's
+    and the tools' count plus the call's ``max_tokens``, else ``quotas.output_ceiling``;
+    ``QuotaExceeded`` with the model not called), settled at the answer's
+    ``usage_metadata`` and released when the call fails before its answer.
 
     ``trim_state`` (default on): after each model call, the messages chatkeep has recorded
     and folded into the summary leave the thread's state; it then holds the unfolded end
@@ -215,8 +225,14 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         core = self._sync()
         prepared = prepare(core, self.thread(request.runtime), self._options,
                            request.state["messages"], request.system_message)
-        response = handler(request.override(messages=prepared.messages,
-                                            system_message=prepared.system))
+        held = reserve_call(core, prepared, _Call.of(request))
+        try:
+            response = handler(request.override(messages=prepared.messages,
+                                                system_message=prepared.system))
+        except BaseException:
+            held.release()
+            raise
+        held.settle(usage_of(response))
         return restored_response(core, prepared.session, response) \
             if self._options.restore else response
 
@@ -251,8 +267,14 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """Async twin of :meth:`wrap_model_call`."""
         prepared = await self._run(prepare, self.thread(request.runtime), self._options,
                                    request.state["messages"], request.system_message)
-        response = await handler(request.override(messages=prepared.messages,
-                                                  system_message=prepared.system))
+        held = await self._run(reserve_call, prepared, _Call.of(request))
+        try:
+            response = await handler(request.override(messages=prepared.messages,
+                                                      system_message=prepared.system))
+        except BaseException:
+            await self._run(_release, held)
+            raise
+        await self._run(_settle, held, usage_of(response))
         if not self._options.restore:
             return response
         return await self._run(restored_response, prepared.session, response)
@@ -530,23 +552,112 @@ class _Streams:
         return [(AIMessageChunk(content=content, id=chunk.id), meta)]
 
 
+# -- the tenant's quota: every model call reserved, then settled (issue 33) ---------------
+
+#: Fields naming a call's output ceiling, on the request's model settings or its model
+#: (``ChatOpenAI.max_tokens``, ``ChatAnthropic.max_tokens``, Gemini's
+#: ``max_output_tokens``, a binding's kwargs).
+CEILING_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """What a model request reserves beside its messages: its tools' schemas (input the
+    provider counts) and its output ceiling, when the request or its model names one."""
+
+    tools: str
+    ceiling: int | None
+
+    @classmethod
+    def of(cls, request: ModelRequest[Any]) -> _Call:
+        """Read on the caller's side (no I/O): the bridge gets values."""
+        return cls(_tools_text(request.tools),
+                   output_ceiling(request.model, request.model_settings))
+
+
+def _tools_text(tools: Sequence[Any]) -> str:
+    """The tools' schemas as the provider is sent them (JSON), to count as input."""
+    if not tools:
+        return ""
+    schemas = [tool if isinstance(tool, dict) else convert_to_openai_tool(tool)
+               for tool in tools]
+    return json.dumps(schemas, default=str)
+
+
+def output_ceiling(model: Any, settings: Mapping[str, Any] | None = None) -> int | None:
+    """The output ceiling a model call names: in the request's model settings, else on
+    the model (a ``RunnableBinding``'s kwargs, then the bound model's fields); ``None``
+    when none does (the caller then reserves ``quotas.output_ceiling``)."""
+    sources: list[Mapping[str, Any]] = [settings or {}]
+    while isinstance(model, RunnableBinding):
+        sources.append(model.kwargs)
+        model = model.bound
+    for source in sources:
+        found = _ceiling_in(source.get)
+        if found is not None:
+            return found
+    return _ceiling_in(lambda name: getattr(model, name, None))
+
+
+def _ceiling_in(read: Callable[[str], Any]) -> int | None:
+    for name in CEILING_FIELDS:
+        value = read(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def reserve_call(core: Chatkeep, prepared: _Prepared, call: _Call) -> Reservation:
+    """Reserve one model call on the session tenant's quota (and its actor's): the
+    budget's count of the history and the tools, plus the output ceiling (the call's, else
+    ``quotas.output_ceiling``). ``QuotaExceeded`` when it does not fit: nothing is sent."""
+    session = prepared.session
+    ceiling = call.ceiling or core.config.quotas.output_ceiling
+    tokens = prepared.tokens + (core.counter.count(call.tools) if call.tools else 0)
+    return core.quotas.reserve(session.tenant, tokens + ceiling, actor=session.actor,
+                               session_id=session.id, purpose="chat")
+
+
+def usage_of(response: ModelResult) -> int | None:
+    """The tokens a model call used, from its answer's ``usage_metadata`` (input plus
+    output); ``None`` when the answer reports none (the reserved amount then counts)."""
+    if isinstance(response, ExtendedModelResponse):
+        response = response.model_response
+    messages = response.result if isinstance(response, ModelResponse) else [response]
+    used = [m.usage_metadata for m in messages
+            if isinstance(m, AIMessage) and m.usage_metadata is not None]
+    if not used:
+        return None
+    return sum(int(u.get("input_tokens") or 0) + int(u.get("output_tokens") or 0)
+               for u in used)
+
+
+def _settle(core: Chatkeep, held: Reservation, used: int | None) -> None:
+    held.settle(used)
+
+
+def _release(core: Chatkeep, held: Reservation) -> None:
+    held.release()
+
+
 def prepare(core: Chatkeep, thread: Thread, options: _Options,
             state: Sequence[BaseMessage], system: SystemMessage | None) -> _Prepared:
     """Record what the thread added, then build the history the model gets."""
     session = record(core, thread, options, state, check=True)
     prompt = str(system.text) if system is not None else ""
-    history = list(core.compressor.build_history(session, prompt))
+    built = core.compressor.build_history(session, prompt)
+    tokens, history = built.info.tokens, list(built)
     if system is None:
-        return _Prepared(session, None, from_history(history))
+        return _Prepared(session, None, from_history(history), tokens)
     first = history[0] if history else None
     content = first.get("content") if first is not None and first["role"] == "system" \
         else None
     if not isinstance(content, str) or not (prompt or content.startswith(MEMORY_HEADER)):
         # No system text went out (an empty prompt, no memories): the request's own, scrubbed.
         return _Prepared(session, _scrubbed(core, session, system, None),
-                         from_history(history))
+                         from_history(history), tokens)
     return _Prepared(session, _scrubbed(core, session, system, content),
-                     from_history(history[1:]))
+                     from_history(history[1:]), tokens)
 
 
 def _scrubbed(core: Chatkeep, session: ChatSession, system: SystemMessage,
