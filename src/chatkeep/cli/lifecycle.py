@@ -237,7 +237,7 @@ def set_policy(tenant: TenantRequired,
                    help="Delete sessions idle this many days.")] = None,
                memory_idle_days: Annotated[int | None, typer.Option(
                    "--memories-idle-days", min=0, max=36_500,
-                   help="Delete memories not updated this many days.")] = None,
+                   help="Delete memories neither recalled nor updated this many days.")] = None,
                as_json: JsonOption = False, db: DbOption = DEFAULT_DB) -> None:
     """Set a tenant's retention policy (an option left out: kept forever)."""
     tenant_ref = ref_option(tenant, "tenant")
@@ -248,7 +248,7 @@ def set_policy(tenant: TenantRequired,
             print_json(_policy_json(policy))
         else:
             console.print(f"retention for {safe(tenant_ref)}: sessions idle "
-                          f"{_days(policy.session_idle_days)} · memories not updated "
+                          f"{_days(policy.session_idle_days)} · memories not recalled or updated "
                           f"{_days(policy.memory_idle_days)}")
 
 
@@ -263,7 +263,7 @@ def show_policy(tenant: TenantRequired, as_json: JsonOption = False,
             print_json(_policy_json(policy))
         else:
             console.print(f"retention for {safe(tenant_ref)}: sessions idle "
-                          f"{_days(policy.session_idle_days)} · memories not updated "
+                          f"{_days(policy.session_idle_days)} · memories not recalled or updated "
                           f"{_days(policy.memory_idle_days)}")
 
 
@@ -292,5 +292,6 @@ def sweep_retention(batch_size: Annotated[int, typer.Option(
             print_json(report.to_dict())
         else:
             console.print(f"deleted {report.sessions} sessions ({report.messages} messages) "
-                          f"and {report.memories} memories; {report.held} held, "
+                          f"and {report.memories} memories ({report.expired} expired); "
+                          f"{report.held} held, "
                           f"{report.skipped} skipped")

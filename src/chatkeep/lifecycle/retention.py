@@ -1,19 +1,21 @@
-"""Retention per tenant (``keep.retention``): sessions idle, memories not updated, for
-longer than the tenant's policy (or the config's default) are deleted by ``sweep``,
-through the same delete path as ``keep.sessions.delete``, skipping held scopes.
+"""Retention per tenant (``keep.retention``): sessions idle, memories neither recalled
+nor updated, for longer than the tenant's policy (or the config's default), and every
+memory past its own expiry (``expires_at``, whatever the policy), are deleted by
+``sweep``, through the same delete path as ``keep.sessions.delete`` and
+``keep.memory.delete`` (vectors, text index and caches with them), skipping held scopes.
 
-A sweep reads candidates in pages by id and deletes each session in its own transaction,
-re-checking there that it is still idle and not held, and skipping a row another sweeper
-has locked: a rerun is a no-op, and sweepers running at once do no double work and raise
-nothing. Memories carry no time of their last recall, so "not recalled or updated" is
-read as not updated (``updated_at``).
+A sweep reads candidates in pages by id and deletes each session (each page of memories)
+in its own transaction, re-checking there that it is still due and not held, and
+skipping a row another sweeper has locked: a rerun is a no-op, and sweepers running at
+once do no double work and raise nothing. A memory's recall time is stamped by recall at
+the granularity ``memory.recall_stamp_every``, which a window of days never notices.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from chatkeep.errors import InvalidArgument
 from chatkeep.refs import Ref, require_ref
@@ -26,14 +28,16 @@ MAX_DAYS = 36_500
 
 @dataclass(slots=True)
 class SweepReport:
-    """What a sweep did: sessions and memories deleted, those a hold kept, those another
-    sweeper (or a new message) took out of its hands."""
+    """What a sweep did: sessions and memories deleted (``expired``: the memories among
+    them past their own expiry), those a hold kept, those another sweeper (or a new
+    message) took out of its hands."""
 
     sessions: int = 0
     messages: int = 0
     memories: int = 0
     held: int = 0
     skipped: int = 0
+    expired: int = 0
 
     def to_dict(self) -> dict[str, int]:
         """The report as JSON-ready counts."""
@@ -61,7 +65,8 @@ class RetentionService:
     def set_policy(self, tenant: Ref, *, session_idle_days: int | None = None,
                    memory_idle_days: int | None = None) -> RetentionPolicy:
         """``tenant``'s policy: delete sessions idle ``session_idle_days`` and memories
-        not updated ``memory_idle_days`` (``None``: keep them); replaces the default."""
+        neither recalled nor updated ``memory_idle_days`` (``None``: keep them); replaces
+        the default. Memories past their own expiry go whatever the policy."""
         require_ref(tenant, "tenant")
         return self._store.set_policy(tenant, _days(session_idle_days, "session_idle_days"),
                                       _days(memory_idle_days, "memory_idle_days"))
@@ -80,28 +85,27 @@ class RetentionService:
     def sweep(self, now: datetime | None = None, *, batch_size: int = 500,
               progress: Callable[[SweepReport], None] | None = None) -> SweepReport:
         """Delete what every tenant's policy says is past retention at ``now`` (default:
-        the store's clock), in pages of ``batch_size``; ``progress`` is called after each
-        page with the report so far."""
+        the store's clock), and every memory expired by then, in pages of
+        ``batch_size``; ``progress`` is called after each page with the report so far."""
         if now is not None and (not isinstance(now, datetime) or now.tzinfo is None):
             raise InvalidArgument("now must be an aware datetime")
         check_int(batch_size, "batch_size", minimum=1, maximum=100_000)
-        moment = now or self._lifecycle.clock()
+        moment = (now or self._lifecycle.clock()).astimezone(UTC)
         report = SweepReport()
         stored = self._store.policies()
         own = [p.tenant for p in stored]
-        plans: list[tuple[Ref | None, int | None, int | None]] = [
-            (p.tenant, p.session_idle_days, p.memory_idle_days) for p in stored]
-        plans.append((None, *self._default))
-        for tenant, session_days, memory_days in plans:
+        plans: list[tuple[Ref | None, int | None]] = [
+            (p.tenant, p.session_idle_days) for p in stored]
+        plans.append((None, self._default[0]))
+        for tenant, session_days in plans:
             if session_days is not None:
                 self._sessions(tenant, moment - timedelta(days=session_days), own,
                                batch_size, report, progress)
-            if memory_days is not None:
-                targets = [tenant] if tenant is not None else \
-                    self._store.tenants_with_memories(own)
-                for target in targets:
-                    self._memories(target, moment - timedelta(days=memory_days), batch_size,
-                                   report, progress)
+        windows = {p.tenant: p.memory_idle_days for p in stored}
+        for target in self._store.tenants_with_memories([]):
+            days = windows[target] if target in windows else self._default[1]
+            stale = None if days is None else moment - timedelta(days=days)
+            self._memories(target, stale, moment, batch_size, report, progress)
         if report.sessions or report.memories:
             self._lifecycle.settle()
             if self._on_deleted is not None:
@@ -132,14 +136,15 @@ class RetentionService:
             if progress is not None:
                 progress(report)
 
-    def _memories(self, tenant: Ref, stale_before: datetime, batch_size: int,
-                  report: SweepReport,
+    def _memories(self, tenant: Ref, stale_before: datetime | None, now: datetime,
+                  batch_size: int, report: SweepReport,
                   progress: Callable[[SweepReport], None] | None) -> None:
         after: int | None = 0
         while after is not None:
-            deleted, held, after = self._lifecycle.expire_memories(
-                tenant, stale_before, batch_size, after)
+            deleted, expired, held, after = self._lifecycle.expire_memories(
+                tenant, stale_before, now, batch_size, after)
             report.memories += deleted
+            report.expired += expired
             report.held += held
             if progress is not None and after is not None:
                 progress(report)

@@ -297,6 +297,10 @@ def _check_shape(table: Table, row: dict[str, Any]) -> None:
                 not row["scope_key"].startswith(row["scope"]):
             raise InvalidDump(f"memories: a {row['scope']} memory with the references or "
                               f"scope key of another scope ({row['scope_key']!r})")
+        if row["ttl_seconds"] is not None and (row["ttl_seconds"] < 1
+                                               or row["expires_at"] is None):
+            raise InvalidDump("memories.ttl_seconds: at least 1, and only on a memory "
+                              "that expires (expires_at set)")
 
 
 def _check_message(row: dict[str, Any]) -> None:

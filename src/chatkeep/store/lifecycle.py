@@ -53,7 +53,10 @@ from chatkeep.store.schema import (
     chat_holds,
     chat_lifecycle_log,
     chat_messages,
+    chat_replay_manifests,
+    chat_replay_texts,
     chat_sessions,
+    chat_summary_versions,
     chat_tool_calls,
     chat_usage,
     memories,
@@ -287,6 +290,11 @@ def _parties(row: Any) -> Parties:
             Ref.from_columns(m["subject_type"], m["subject_id"], m["subject_id_int"]))
 
 
+_MEMORY_HOLD_COLUMNS = (memories.c.id, memories.c.actor_type, memories.c.actor_id,
+                        memories.c.subject_type, memories.c.subject_id,
+                        memories.c.source_session_id)
+"""What a hold is checked against on a memory (:func:`_memory_held`)."""
+
 _PARTY_COLUMNS = (chat_sessions.c.id, chat_sessions.c.actor_type, chat_sessions.c.actor_id,
                   chat_sessions.c.actor_id_int, chat_sessions.c.subject_type,
                   chat_sessions.c.subject_id, chat_sessions.c.subject_id_int)
@@ -421,33 +429,58 @@ class LifecycleStore:
                       now, counts=counts)
         return "deleted", counts
 
-    def expire_memories(self, tenant: Ref, stale_before: datetime, limit: int,
-                        after_id: int = 0, *,
-                        by: str | None = "retention") -> tuple[int, int, int | None]:
-        """Retention's delete of up to ``limit`` of ``tenant``'s memories not updated
-        since ``stale_before``, skipping what a hold covers (its actor, its subject, its
-        source session; a tenant-wide hold keeps them all) and rows another sweeper has
-        locked, in id order after ``after_id``. Returns ``(deleted, held, the last id
-        looked at)`` (``None``: nothing was left to look at)."""
+    def expire_memories(self, tenant: Ref, stale_before: datetime | None, now: datetime,
+                        limit: int, after_id: int = 0, *,
+                        by: str | None = "retention") -> tuple[int, int, int, int | None]:
+        """Retention's delete of up to ``limit`` of ``tenant``'s memories that expired by
+        ``now`` (with the earlier versions they superseded, as a delete takes them) or
+        (``stale_before`` set) were neither updated nor recalled since ``stale_before``,
+        skipping what a hold covers (its actor, its subject, its source session; a
+        tenant-wide hold keeps them all) and rows another sweeper has locked, in id order
+        after ``after_id``. Returns ``(deleted, of which expired, held, the last id looked
+        at)`` (``None``: nothing was left to look at)."""
         m = memories.c
-        now = self.clock()
+        due = and_(m.expires_at.is_not(None), m.expires_at <= now)
+        if stale_before is not None:
+            due = or_(due, and_(m.updated_at < stale_before,
+                                or_(m.last_recalled_at.is_(None),
+                                    m.last_recalled_at < stale_before)))
         with transaction(self.engine) as conn:
             holds = self._active_holds(conn, tenant)
-            query = select(m.id, m.actor_type, m.actor_id, m.subject_type, m.subject_id,
-                           m.source_session_id).where(
-                _tenant_is(memories, tenant), m.updated_at < stale_before,
-                m.id > after_id).order_by(m.id)
-            rows = conn.execute(query.limit(limit).with_for_update(skip_locked=True)).all()
+            rows = conn.execute(select(*_MEMORY_HOLD_COLUMNS, m.expires_at).where(
+                _tenant_is(memories, tenant), due, m.id > after_id).order_by(m.id)
+                .limit(limit).with_for_update(skip_locked=True)).all()
             last = int(rows[-1].id) if rows else None
             if any(h.kind == "tenant" for h in holds):
-                return 0, len(rows), last
-            free = [int(r.id) for r in rows if not any(_memory_held(h, r) for h in holds)]
+                return 0, 0, len(rows), last
+            expired = [r for r in rows if _expired(r.expires_at, now)]
+            rows = list(rows) + self._earlier_versions(conn, tenant, [int(r.id) for r in expired])
+            free = sorted({int(r.id) for r in rows
+                           if not any(_memory_held(h, r) for h in holds)})
             counts = dict.fromkeys(SURFACES, 0)
             self._delete_memories(conn, free, counts)
             if free:
-                self._log(conn, tenant, "retention_delete", "memories", (None, None), by, now,
-                          counts={"memories": counts["memories"], "vectors": counts["vectors"]})
-        return counts["memories"], len(rows) - len(free), last
+                self._log(conn, tenant, "retention_delete", "memories", (None, None), by,
+                          now, counts={"memories": counts["memories"],
+                                       "vectors": counts["vectors"]})
+        gone = set(free)
+        return (counts["memories"], sum(1 for r in expired if int(r.id) in gone),
+                len({int(r.id) for r in rows}) - len(free), last)
+
+    def _earlier_versions(self, conn: Connection, tenant: Ref, ids: Sequence[int]) -> list[Any]:
+        """The rows (hold columns) of the versions ``ids`` superseded, in turn, locked."""
+        m = memories.c
+        found: list[Any] = []
+        seen, frontier = set(ids), list(ids)
+        while frontier:  # ids are unique and each step only adds new ones: it ends
+            rows = conn.execute(select(*_MEMORY_HOLD_COLUMNS).where(
+                _tenant_is(memories, tenant), m.superseded_by.in_(frontier))
+                .with_for_update(skip_locked=True)).all()
+            fresh = [r for r in rows if int(r.id) not in seen]
+            seen.update(int(r.id) for r in fresh)
+            found += fresh
+            frontier = [int(r.id) for r in fresh]
+        return found
 
     def _purge_session(self, conn: Connection, parties: Parties) -> dict[str, int]:
         """Every row of the session, in this transaction: messages, tool calls, folds,
@@ -469,6 +502,7 @@ class LifecycleStore:
             chat_tool_calls.c.session_id == session_id)).rowcount
         counts["folds"] = conn.execute(delete(chat_folds).where(
             chat_folds.c.session_id == session_id)).rowcount
+        _delete_replay(conn, session_id)
         own = [m.source_session_id == session_id, m.pii.is_not(None)]
         if actor is not None:
             own[1] = or_(m.pii.is_not(None), and_(m.actor_type == actor.type,
@@ -538,6 +572,10 @@ class LifecycleStore:
             if seq <= watermark:
                 values.update(summary=None, summary_watermark=0)
                 conn.execute(delete(chat_folds).where(chat_folds.c.session_id == session_id))
+                # The summaries that folded it go too (a replay marks them erased).
+                conn.execute(delete(chat_summary_versions).where(
+                    chat_summary_versions.c.session_id == session_id,
+                    chat_summary_versions.c.watermark >= seq))
             if seq <= distilled:
                 values.update(distilled_through=seq - 1,
                               distil_version=s.distil_version + 1)
@@ -560,6 +598,7 @@ class LifecycleStore:
             conn.execute(delete(chat_tool_calls).where(
                 chat_tool_calls.c.session_id == session_id))
             conn.execute(delete(chat_folds).where(chat_folds.c.session_id == session_id))
+            _delete_replay(conn, session_id)
             conn.execute(update(chat_sessions).where(s.id == session_id).values(
                 summary=None, summary_watermark=0, summary_version=s.summary_version + 1,
                 last_seq=0, distilled_through=0, distil_version=s.distil_version + 1,
@@ -867,6 +906,11 @@ def _memory_held(hold: HoldRow, row: Any) -> bool:
     return True
 
 
+def _expired(expires_at: datetime | None, now: datetime) -> bool:
+    moment = as_utc(expires_at)
+    return moment is not None and moment <= now
+
+
 def _is(column: Any, value: str | None) -> ColumnElement[bool]:
     clause: ColumnElement[bool] = column.is_(None) if value is None else column == value
     return clause
@@ -882,3 +926,10 @@ def _hold_columns(hold: HoldRow) -> tuple[str | None, str | None]:
 __all__ = ["SCOPES", "SURFACES", "EraseScope", "ErasureJob", "HoldRow", "Inventory",
            "LifecycleStore", "MemoryFact", "checkpoint", "hold_covers", "holds_in_the_way",
            "refuse_held", "vacuum"]
+
+
+def _delete_replay(conn: Connection, session_id: str) -> None:
+    """The session's summary versions (their text), request manifests and the texts
+    those name (system prompts, literal memories, config): with the session or its log."""
+    for table in (chat_summary_versions, chat_replay_manifests, chat_replay_texts):
+        conn.execute(delete(table).where(table.c.session_id == session_id))

@@ -33,7 +33,7 @@ class MemoryStore:
         self.clock = clock
         self.vectors = MemoryVectors(engine)
         """The vector table: readiness, index, ``store_vectors``, ``missing_vectors``."""
-        self.recall = MemoryRecall(engine, self.vectors)
+        self.recall = MemoryRecall(engine, self.vectors, self.now)
         """Reads: ``search``, ``vector_search``, ``recent``, ``find_*``, ``list_memories``."""
         self.writes = MemoryWrites(engine, self.vectors, self.now)
         """Writes: ``commit_distillation``, ``add_memory``, ``supersede_memory``, ``rewind``."""

@@ -102,7 +102,8 @@ _SQLITE_VECTOR_DROP = (f"DROP TRIGGER IF EXISTS {VECTOR_TABLE}_ad",
 # SQLite vector search keeps each scope's decoded vectors in a per-process cache; what
 # tells it the cache is still exact is one row per tenant here, a stamp that triggers
 # replace on every write that could change which vectors the tenant's scopes hold: a
-# memory inserted, updated (superseded, moved) or deleted (forgotten, erased), a vector
+# memory inserted, updated (superseded, moved; not a recall stamp or an expiry, which
+# change no vector) or deleted (forgotten, erased), a vector
 # inserted, replaced (re-embedded, another model) or deleted. Triggers, so writes from
 # any connection or process count, and checking the cache is one primary-key lookup.
 # The stamp is random, not a counter: a rolled-back write, a restored backup or another
@@ -112,6 +113,15 @@ _SQLITE_VECTOR_DROP = (f"DROP TRIGGER IF EXISTS {VECTOR_TABLE}_ad",
 
 GENERATION_TABLE = "memory_generations"
 """SQLite: ``tenant_type``, ``tenant_id``, ``generation`` (a random stamp per tenant)."""
+RECALL_COLUMNS = ("expires_at", "ttl_seconds", "last_recalled_at")
+"""Columns whose updates leave the cache exact (migration 0014): recall stamps its time,
+a refresh moves an expiry, and expiry is checked on the rows recall fetches, not cached."""
+CACHED_COLUMNS = ("id", "tenant_type", "tenant_id", "tenant_id_int", "subject_type", "subject_id",
+                  "subject_id_int", "actor_type", "actor_id", "actor_id_int", "scope",
+                  "scope_key", "content", "content_key", "source_session_id",
+                  "source_through_seq", "created_at", "updated_at", "superseded_by", "pii")
+"""Every other column of ``memories`` (a test holds the two lists to the table): an update
+of any of them stamps the tenant."""
 
 
 def _bump(rows: str) -> str:
@@ -127,7 +137,7 @@ def _of_memories(ids: str) -> str:
 _SQLITE_GENERATION_TRIGGERS = {
     "mi": ("AFTER INSERT ON memories",
            _bump("VALUES (new.tenant_type, new.tenant_id, random())")),
-    "mu": ("AFTER UPDATE ON memories",
+    "mu": (f"AFTER UPDATE OF {', '.join(CACHED_COLUMNS)} ON memories",
            _bump("VALUES (old.tenant_type, old.tenant_id, random()), "
                  "(new.tenant_type, new.tenant_id, random())")),
     "md": ("AFTER DELETE ON memories",
@@ -155,6 +165,20 @@ _SQLITE_GENERATION_DROP = (
       for name in _SQLITE_GENERATION_TRIGGERS),
     f"DROP TABLE IF EXISTS {GENERATION_TABLE}",
 )
+
+
+def recreate_update_trigger(connection: Connection, *, recall_columns: bool) -> None:
+    """SQLite: make the generation trigger on updates of ``memories`` again, firing on
+    updates of :data:`CACHED_COLUMNS` (``recall_columns``: migration 0014's form) or of
+    any column (the form before it). Nothing where the stamps do not exist."""
+    if connection.dialect.name != "sqlite" or not generations_exist(connection):
+        return
+    when, body = _SQLITE_GENERATION_TRIGGERS["mu"]
+    if not recall_columns:
+        when = "AFTER UPDATE ON memories"
+    connection.exec_driver_sql(f"DROP TRIGGER IF EXISTS {GENERATION_TABLE}_mu")
+    connection.exec_driver_sql(
+        f"CREATE TRIGGER {GENERATION_TABLE}_mu {when} BEGIN {body} END")
 
 
 def pg_extension_schema(connection: Connection) -> str | None:

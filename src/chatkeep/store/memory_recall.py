@@ -11,7 +11,8 @@ whichever the planner prices lower.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -47,8 +48,10 @@ from chatkeep.store.memory_rows import (
     live_in,
     memory_row,
     tenant_is,
+    unexpired,
 )
 from chatkeep.store.memory_vectors import MemoryVectors, PgVector, normalised, vectors_table
+from chatkeep.store.rows import utcnow
 from chatkeep.store.schema import memories
 
 _fts = table(FTS_TABLE, column("rowid"), column(FTS_TABLE))
@@ -65,9 +68,12 @@ _PG_SCAN = text("SELECT set_config('hnsw.iterative_scan', 'strict_order', true),
 class MemoryRecall:
     """Reads over the memories (thread-safe): what recall, review and dedupe ask."""
 
-    def __init__(self, engine: Engine, vectors: MemoryVectors) -> None:
+    def __init__(self, engine: Engine, vectors: MemoryVectors,
+                 now: Callable[[], datetime] = utcnow) -> None:
         self.engine = engine
         self.vectors = vectors
+        self.now = now
+        """The store's time: what has expired is read against it."""
         self._generations = False  # SQLite: memory_generations seen (migration 0007)
         self._pg_statements: dict[tuple[str, int, bool], Select[Any]] = {}
 
@@ -78,7 +84,7 @@ class MemoryRecall:
         if not terms or not scope_keys or limit <= 0:
             return []
         query, score_label = self._text_query(terms)
-        query = query.where(live_in(tenant, scope_keys)).order_by(
+        query = query.where(live_in(tenant, scope_keys), unexpired(self.now())).order_by(
             literal_column(score_label).desc(), memories.c.updated_at.desc(),
             memories.c.id.desc()).limit(limit)
         with reading(self.engine) as conn:
@@ -107,7 +113,7 @@ class MemoryRecall:
         """Live memories in ``scope_keys``, most recently written first."""
         if not scope_keys or limit <= 0:
             return []
-        query = select(memories).where(live_in(tenant, scope_keys))
+        query = select(memories).where(live_in(tenant, scope_keys), unexpired(self.now()))
         if exclude:
             query = query.where(memories.c.id.not_in(list(exclude)))
         query = query.order_by(memories.c.updated_at.desc(), memories.c.id.desc()).limit(limit)
@@ -148,8 +154,9 @@ class MemoryRecall:
 
     def list_memories(self, tenant: Ref, *, scope: str | None = None, actor: Ref | None = None,
              subject: Ref | None = None, include_superseded: bool = False,
-             limit: int = 100) -> list[MemoryRow]:
-        """A tenant's memories for review (``chatkeep memories list``), newest first."""
+             include_expired: bool = True, limit: int = 100) -> list[MemoryRow]:
+        """A tenant's memories for review (``chatkeep memories list``), newest first
+        (those expired and awaiting the sweep too, unless ``include_expired`` is off)."""
         query = select(memories).where(tenant_is(tenant))
         if scope is not None:
             query = query.where(memories.c.scope == scope)
@@ -161,6 +168,8 @@ class MemoryRecall:
                                 memories.c.subject_id == subject.id_text)
         if not include_superseded:
             query = query.where(memories.c.superseded_by.is_(None))
+        if not include_expired:
+            query = query.where(unexpired(self.now()))
         query = query.order_by(memories.c.updated_at.desc(), memories.c.id.desc()).limit(limit)
         with reading(self.engine) as conn:
             return [memory_row(r) for r in conn.execute(query)]
@@ -194,7 +203,7 @@ class MemoryRecall:
         schema, dim = self.vectors.schema(), len(unit)
         values = {"tenant_type": tenant.type, "tenant_id": tenant.id_text,
                   "scope_keys": list(scope_keys), "model": model, "query_vector": unit,
-                  "limit": limit}
+                  "limit": limit, "now": self.now()}
         with reading(self.engine, block=True) as conn:  # set_config(local) needs a transaction
             # If the planner walks the HNSW index, walk on until `limit` rows pass the
             # scope filter (pgvector >= 0.8), in exact distance order.
@@ -223,6 +232,8 @@ class MemoryRecall:
                        memories.c.tenant_id == bindparam("tenant_id"),
                        memories.c.scope_key.in_(bindparam("scope_keys", expanding=True)),
                        memories.c.superseded_by.is_(None),
+                       or_(memories.c.expires_at.is_(None),
+                           memories.c.expires_at > bindparam("now")),
                        _vectors.c.model == bindparam("model"),
                        # The dimension as a literal: the HNSW index is partial on it.
                        _vectors.c.dim == literal_column(str(int(dim))))
@@ -256,10 +267,24 @@ class MemoryRecall:
                     _SCOPE_CACHE.put(key, cached, sum(len(r[1]) for r in found))
             if not cached[1]:
                 return []
-            ranked = rank_exact(cached[1], cached[2], unit, limit)
+            return self._unexpired_nearest(conn, cached[1], cached[2], unit, limit)
+
+    def _unexpired_nearest(self, conn: Connection, ids: Any, matrix: Any, unit: list[float],
+                           limit: int) -> list[MemoryRow]:
+        """The ``limit`` nearest of the cached scope that have not expired: the cache
+        holds the scope's vectors whatever their expiry (time passing changes nothing a
+        trigger sees), so expiry is checked on the rows fetched, ranking further when an
+        expired one awaiting the sweep took a place."""
+        now, want = self.now(), limit
+        while True:
+            ranked = rank_exact(ids, matrix, unit, want)
             rows = conn.execute(BY_IDS, {"ids": [i for i, _ in ranked]}).all()
-        by_id = {int(r._mapping["id"]): r for r in rows}
-        return [memory_row(by_id[i], score) for i, score in ranked if i in by_id]
+            by_id = {int(r._mapping["id"]): r for r in rows}
+            found = [m for m in (memory_row(by_id[i], score) for i, score in ranked
+                                 if i in by_id) if not m.expired(now)]
+            if len(found) >= limit or len(ranked) < want:
+                return found[:limit]
+            want += limit
 
     def _generation(self, conn: Connection, tenant: Ref) -> int | None:
         """The tenant's stamp (``None``: no write since the stamps began, or a database not

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, select
+from sqlalchemy import Connection, and_, bindparam, or_, select
 
 from chatkeep.refs import Ref
 from chatkeep.store.repository import as_utc, utcnow
@@ -46,6 +46,16 @@ class MemoryRow:
     sealed_pii: str | None = None
     """The personal values ``content`` holds, sealed (opaque): what lets recall redact them
     literally in any session. ``None`` when it holds none."""
+    expires_at: datetime | None = None
+    """When it expires (``None``: never): from then on it is not served, and the retention
+    sweep deletes it."""
+    last_recalled_at: datetime | None = None
+    """When recall last served it, to the granularity ``memory.recall_stamp_every``
+    (``None``: never since it was written, or before chatkeep kept the time)."""
+
+    def expired(self, now: datetime) -> bool:
+        """Whether it has expired at ``now``."""
+        return self.expires_at is not None and self.expires_at <= now
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,9 +101,15 @@ def tenant_is(tenant: Ref) -> Any:
 
 
 def live_in(tenant: Ref, scope_keys: Sequence[str]) -> Any:
-    """The filter for ``tenant``'s live memories in ``scope_keys``: what recall may see."""
+    """The filter for ``tenant``'s live memories in ``scope_keys`` (not superseded): what
+    a write compares with (an expired memory still holds its text until the sweep)."""
     return and_(tenant_is(tenant), memories.c.scope_key.in_(list(scope_keys)),
                 memories.c.superseded_by.is_(None))
+
+
+def unexpired(now: datetime) -> Any:
+    """The filter for memories not expired at ``now``: what recall may serve."""
+    return or_(memories.c.expires_at.is_(None), memories.c.expires_at > now)
 
 
 def memory_row(row: Any, score: float | None = None) -> MemoryRow:
@@ -110,7 +126,8 @@ def memory_row(row: Any, score: float | None = None) -> MemoryRow:
         created_at=as_utc(m["created_at"]) or utcnow(),
         updated_at=as_utc(m["updated_at"]) or utcnow(),
         superseded_by=None if m["superseded_by"] is None else int(m["superseded_by"]),
-        score=score, sealed_pii=m["pii"],
+        score=score, sealed_pii=m["pii"], expires_at=as_utc(m["expires_at"]),
+        last_recalled_at=as_utc(m["last_recalled_at"]),
     )
 
 

@@ -17,14 +17,23 @@ transaction as the memory.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, Engine, select, update
+from sqlalchemy import Connection, Engine, and_, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from chatkeep.errors import StoreError
+from chatkeep.refs import Ref
 from chatkeep.store.connections import transaction
-from chatkeep.store.memory_rows import CommitResult, MemoryRow, MemoryWrite, live_in, read_one
+from chatkeep.store.memory_rows import (
+    CommitResult,
+    MemoryRow,
+    MemoryWrite,
+    live_in,
+    read_one,
+    tenant_is,
+    unexpired,
+)
 from chatkeep.store.memory_vectors import MemoryVectors
 from chatkeep.store.repository import utcnow
 from chatkeep.store.schema import chat_sessions, memories, ref_values
@@ -180,3 +189,49 @@ class MemoryWrites:
                    live_in(write.tenant, [write.scope_key]))
             .values(superseded_by=new_id, updated_at=now))
         return int(result.rowcount)
+
+    # -- expiry and recall times (issue 36) -----------------------------------------------
+
+    def set_expiry(self, tenant: Ref, memory_id: int, ttl_seconds: int | None) -> bool:
+        """Make the memory ``memory_id`` of ``tenant`` expire ``ttl_seconds`` from now
+        (``None``: never), remembering the time to live so a refreshing read can push
+        the expiry on by it. Whether there was such a memory."""
+        now = self.clock()
+        expires = None if ttl_seconds is None else now + timedelta(seconds=ttl_seconds)
+        with transaction(self.engine) as conn:
+            return bool(conn.execute(update(memories).where(
+                tenant_is(tenant), memories.c.id == memory_id)
+                .values(expires_at=expires, ttl_seconds=ttl_seconds)).rowcount)
+
+    def refresh_expiry(self, tenant: Ref, memory_ids: Sequence[int]) -> int:
+        """Push the expiry of those of ``memory_ids`` (``tenant``'s) that have a time to
+        live and have not expired to now plus it, in one transaction (an expired one stays
+        expired: the sweep deletes it). How many moved."""
+        if not memory_ids:
+            return 0
+        now = self.clock()
+        m = memories.c
+        due = and_(tenant_is(tenant), m.id.in_(sorted({int(i) for i in memory_ids})),
+                   m.ttl_seconds.is_not(None), unexpired(now))
+        moved = 0
+        with transaction(self.engine) as conn:
+            ttls = conn.execute(select(m.ttl_seconds).where(due).distinct()).scalars().all()
+            for ttl in ttls:  # one statement per time to live (a store has one or two)
+                moved += int(conn.execute(update(memories).where(due, m.ttl_seconds == ttl)
+                                          .values(expires_at=now + timedelta(seconds=ttl)))
+                             .rowcount)
+        return moved
+
+    def stamp_recalled(self, memory_ids: Sequence[int], older_than: datetime) -> int:
+        """Set the recall time of those of ``memory_ids`` whose stored one is older than
+        ``older_than`` (or unset) to now: one statement for a whole recall, in its own
+        short transaction (never the read's). How many were stamped."""
+        if not memory_ids:
+            return 0
+        m = memories.c
+        with transaction(self.engine) as conn:
+            return int(conn.execute(update(memories).where(
+                m.id.in_(sorted({int(i) for i in memory_ids})),
+                or_(m.last_recalled_at.is_(None), m.last_recalled_at < older_than))
+                .values(last_recalled_at=self.clock())).rowcount)
+

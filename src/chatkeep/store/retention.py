@@ -19,8 +19,8 @@ from chatkeep.store.schema import chat_retention, chat_sessions, ref_filter, ref
 
 @dataclass(frozen=True, slots=True)
 class RetentionPolicy:
-    """A tenant's policy: sessions idle, memories not updated, this many days are
-    deleted (``None``: kept)."""
+    """A tenant's policy: sessions idle, memories neither recalled nor updated, this
+    many days are deleted (``None``: kept)."""
 
     tenant: Ref
     session_idle_days: int | None

@@ -219,7 +219,16 @@ memories = Table(
     # The personal values the content holds, sealed like a session's PII vault, so that
     # recall redacts them literally in whichever session it serves.
     Column("pii", Text, nullable=True),
+    # Expiry and recall time (issue 36, migration 0014): past ``expires_at`` a memory is
+    # not served and the retention sweep deletes it; ``ttl_seconds`` is what a refreshing
+    # read pushes it on by; ``last_recalled_at`` is stamped by recall (at a granularity).
+    Column("expires_at", TS, nullable=True),
+    Column("ttl_seconds", Integer, nullable=True),
+    Column("last_recalled_at", TS, nullable=True),
     Index("ix_memories_scope_recent", "tenant_type", "tenant_id", "scope_key", "updated_at"),
+    Index("ix_memories_expires", "tenant_type", "tenant_id", "expires_at",
+          sqlite_where=text("expires_at IS NOT NULL"),
+          postgresql_where=text("expires_at IS NOT NULL")),
     Index("ix_memories_actor", "tenant_type", "tenant_id", "actor_type", "actor_id"),
     Index("uq_memories_live_content", "tenant_type", "tenant_id", "scope_key", "content_key",
           unique=True, sqlite_where=text("superseded_by IS NULL"),
