@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hardening_helpers import ALICE, ORG, dump, seed
+from support.seeded import ALICE, ORG, dump, seed
 from sqlalchemy import String
 
 from chatkeep import (

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import typer
-from hardening_helpers import ALICE, ORG, WriteWatch, dump, seed
+from support.seeded import ALICE, ORG, WriteWatch, dump, seed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner

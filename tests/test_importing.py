@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hardening_helpers import ORG, dump, seed
+from support.seeded import ORG, dump, seed
 from sqlalchemy import text
 from typer.testing import CliRunner
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
 
 
 def test_no_two_test_modules_share_a_basename() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import typer.main
-from hardening_helpers import ORG, seed
+from support.seeded import ORG, seed
 from typer.testing import CliRunner
 
 from chatkeep import Chatkeep, Ref, __version__

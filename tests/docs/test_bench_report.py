@@ -14,7 +14,7 @@ from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "benchmarks.md"
 
 #: A number the prose may hold: a year, a date, a version (two dots or more), "2-core".

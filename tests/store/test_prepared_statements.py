@@ -1,6 +1,6 @@
 """``store.prepared_statements`` and the URL's ``?prepared_statements=``: validated like
 the rest of the configuration, taken out of the URL, and turned into each driver's
-arguments (no server needed here; tests/postgres/test_pgbouncer.py runs them through
+arguments (no server needed here; tests/store/test_pgbouncer.py runs them through
 PgBouncer)."""
 
 from __future__ import annotations
