@@ -65,6 +65,9 @@ FOLD_CALLS = "chatkeep.fold.calls"
 MEMORIES_ADDED = "chatkeep.memory.added"
 MEMORY_IDS = "chatkeep.memory.ids"
 STORE_OPERATION = "chatkeep.store.operation"
+FRAMEWORK = "chatkeep.framework"
+"""Which framework made a model call chatkeep was in the path of (``openai_agents``,
+``pydantic_ai``, ``langchain``)."""
 
 STORE_SUMMARY = "chatkeep.summary"
 """``gen_ai.memory.store.id`` of a session's running summary (what a fold upserts)."""
