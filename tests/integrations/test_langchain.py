@@ -641,8 +641,8 @@ def test_store_refuses_what_memories_cannot_hold(db_url: str) -> None:
             store.search(PERSONAL, filter={"kind": "fact"})
         with pytest.raises(InvalidArgument, match=UNSUPPORTED):
             store.put(PERSONAL, "k", {"content": "x"}, index=["title"])
-        with pytest.raises(NotImplementedError):  # LangGraph's check: no TTL support
-            store.put(PERSONAL, "k", {"content": "x"}, ttl=5)
+        with pytest.raises(InvalidArgument, match="ttl"):  # a time to live is minutes > 0
+            store.put(PERSONAL, "k", {"content": "x"}, ttl=-5)
         with pytest.raises(InvalidArgument):
             store.put(PERSONAL, "k", {"content": "   "})
         with pytest.raises(ConfigError, match="sync methods"):

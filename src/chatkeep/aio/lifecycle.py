@@ -62,3 +62,8 @@ class AsyncRetentionService(Twin[RetentionService]):
     async def sweep(self, now: datetime | None = None, *, batch_size: int = 500,
                     progress: Callable[[SweepReport], None] | None = None) -> SweepReport:
         """Delete what every tenant's policy says is past retention (batches awaited)."""
+
+    @bridged
+    async def sweep_expired(self, tenant: Ref | None = None, now: datetime | None = None, *,
+                            batch_size: int = 500) -> SweepReport:
+        """Only the memories past their own expiry (``tenant``'s, or every tenant's)."""

@@ -220,7 +220,7 @@ class HistoryCompressor:
             recalled = self._recall(session)
         texts = [m if isinstance(m, str) else m.content for m in recalled or ()]
         return HistoryRound(self, session, _with_memories(system_prompt, texts),
-                            format=format, recalled=recalled or (),
+                            format=format, recalled=() if recalled is None else recalled,
                             keep_closed_tool_turns=keep_closed_tool_turns,
                             allow_fold=allow_fold, policy=policy,
                             max_fold_calls=self.config.max_fold_calls_per_turn

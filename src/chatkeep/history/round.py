@@ -225,6 +225,8 @@ class HistoryRound:
         ids = (getattr(m, "id", None) for m in recalled)
         self.recalled_ids = tuple(i for i in ids if i is not None)
         """The ids of the memories recalled into this round (its span reports them)."""
+        self.recall_refused: str | None = getattr(recalled, "quota_refused", None)
+        """Why its recall was by words only for quota (``history.info.recall_refused``)."""
         self._repository = compressor._repository_for(session)
 
     def prepare(self) -> PreparedRound:
@@ -306,7 +308,8 @@ class HistoryRound:
                            self.format,
                            fold_deferred=state.deferred if reason is not None else None,
                            fold_retry_at=retry_at if retry_at and retry_at > utcnow()
-                           else None, fold_refused=state.fold_refused)
+                           else None, fold_refused=state.fold_refused,
+                           recall_refused=self.recall_refused)
 
     def _fold(self, prepared: PreparedRound) -> Outcome:
         """Claim the fold before paying for it (concurrent callers of one session make

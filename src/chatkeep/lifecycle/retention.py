@@ -106,11 +106,32 @@ class RetentionService:
             days = windows[target] if target in windows else self._default[1]
             stale = None if days is None else moment - timedelta(days=days)
             self._memories(target, stale, moment, batch_size, report, progress)
+        self._settled(report)
+        return report
+
+    def sweep_expired(self, tenant: Ref | None = None, now: datetime | None = None, *,
+                      batch_size: int = 500) -> SweepReport:
+        """Only the memories past their own expiry at ``now`` (``tenant``'s, or every
+        tenant's): the part of :meth:`sweep` a LangGraph store's ``sweep_ttl`` runs, through
+        the same delete, skipping held scopes."""
+        if tenant is not None:
+            require_ref(tenant, "tenant")
+        if now is not None and (not isinstance(now, datetime) or now.tzinfo is None):
+            raise InvalidArgument("now must be an aware datetime")
+        check_int(batch_size, "batch_size", minimum=1, maximum=100_000)
+        moment = (now or self._lifecycle.clock()).astimezone(UTC)
+        report = SweepReport()
+        targets = [tenant] if tenant is not None else self._store.tenants_with_memories([])
+        for target in targets:
+            self._memories(target, None, moment, batch_size, report, None)
+        self._settled(report)
+        return report
+
+    def _settled(self, report: SweepReport) -> None:
         if report.sessions or report.memories:
             self._lifecycle.settle()
             if self._on_deleted is not None:
                 self._on_deleted()
-        return report
 
     def _sessions(self, tenant: Ref | None, idle_before: datetime, own: list[Ref],
                   batch_size: int, report: SweepReport,

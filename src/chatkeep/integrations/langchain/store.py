@@ -14,7 +14,14 @@ writes and recall serves, namespaced by tenant and scope (see
 What a memory is decides what the store can do:
 
 * An item's value is ``{"content": text}``: a memory holds one text. Other fields are
-  refused (``InvalidArgument``), as are ``filter`` and a time to live.
+  refused (``InvalidArgument``), as is ``filter``.
+* A time to live works as in LangGraph's own Postgres store: ``put(..., ttl=minutes)``
+  (or ``ttl={"default_ttl": minutes}`` on the store) makes the memory expire that long
+  after it was written; ``get`` and ``search`` push the expiry on again (``refresh_ttl``,
+  default ``ttl={"refresh_on_read": True}``). Past its expiry a memory is never served
+  (not by ``get``, ``search``, ``list_namespaces``, nor chatkeep's own recall), and
+  chatkeep's retention sweep deletes it (``keep.retention.sweep``, its CLI command and
+  Celery beat task, or this store's ``sweep_ttl``), with its vector and text index entry.
 * An item's key is chatkeep's memory id. ``put`` under a key that is the id of a memory
   of that namespace supersedes it (``keep.memory.update``: chatkeep keeps the old text
   out of recall, for the record); the new version has a key of its own, and ``get`` with
@@ -34,7 +41,8 @@ the sync methods, ``AsyncChatkeep`` the async ones (``aget``, ``asearch``, ...).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langgraph.store.base import (
@@ -48,6 +56,7 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
 )
 
 from chatkeep.app import Chatkeep
@@ -73,6 +82,11 @@ __all__ = ["ChatkeepStore"]
 CONTENT = "content"
 #: Supersessions followed from an old key to the live memory that replaced it.
 MAX_HOPS = 64
+#: The longest time to live, in minutes (about a century: an expiry stays a date).
+MAX_TTL_MINUTES = 36_500 * 24 * 60
+#: What a store's ``ttl`` configuration may name (LangGraph's ``TTLConfig``).
+TTL_KEYS = frozenset({"default_ttl", "refresh_on_read", "sweep_interval_minutes",
+                      "omit_expired"})
 
 
 def unsupported(reason: str) -> InvalidArgument:
@@ -87,13 +101,34 @@ class ChatkeepStore(BaseStore):
     ``keep``: a ``Chatkeep`` (sync methods) or an ``AsyncChatkeep`` (async methods).
     ``tenant``: when set, the only tenant this store reads and writes (a namespace of
     another is ``InvalidArgument``): give each request its tenant's store.
+    ``ttl``: LangGraph's ``TTLConfig``: ``default_ttl`` (minutes, for a ``put`` that
+    names no ``ttl``), ``refresh_on_read`` (default ``True``: reads push the expiry on);
+    expired memories are never served, whatever ``omit_expired`` says, and the sweep is
+    chatkeep's retention sweep (``sweep_interval_minutes`` is accepted and unused: run
+    ``keep.retention.sweep`` on a schedule, or ``sweep_ttl``).
     """
 
-    __slots__ = ("keep", "tenant")
+    __slots__ = ("keep", "tenant", "ttl_config")
+    supports_ttl = True
 
-    def __init__(self, keep: Chatkeep | AsyncChatkeep, *, tenant: Ref | None = None) -> None:
+    def __init__(self, keep: Chatkeep | AsyncChatkeep, *, tenant: Ref | None = None,
+                 ttl: TTLConfig | None = None) -> None:
         self.keep = check_keep(keep, "ChatkeepStore")
         self.tenant = None if tenant is None else Ref.coerce(tenant)
+        self.ttl_config = _ttl_config(ttl)
+
+    def sweep_ttl(self) -> int:
+        """Delete the expired memories now (this store's tenant's, or every tenant's),
+        through chatkeep's retention sweep; how many went. On a ``Chatkeep``."""
+        if not isinstance(self.keep, Chatkeep):
+            raise ConfigError("this ChatkeepStore holds an AsyncChatkeep: use asweep_ttl")
+        return self.keep.retention.sweep_expired(self.tenant).expired
+
+    async def asweep_ttl(self) -> int:
+        """Async twin of :meth:`sweep_ttl`, on an ``AsyncChatkeep``."""
+        if not is_async_keep(self.keep):
+            raise ConfigError("this ChatkeepStore holds a Chatkeep: use sweep_ttl")
+        return (await self.keep.retention.sweep_expired(self.tenant)).expired
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order on a ``Chatkeep``."""
@@ -111,12 +146,42 @@ class ChatkeepStore(BaseStore):
         return await self.keep.run(run_ops, core, self.tenant, list(ops))
 
 
+def _ttl_config(config: object) -> TTLConfig | None:
+    """A store's ``ttl`` configuration, checked (``InvalidArgument`` naming the key)."""
+    if config is None:
+        return None
+    if not isinstance(config, Mapping) or not set(config) <= TTL_KEYS:
+        named = sorted(config) if isinstance(config, Mapping) else type(config).__name__
+        raise InvalidArgument(f"ttl must be a TTLConfig ({', '.join(sorted(TTL_KEYS))}), "
+                              f"got {named}")
+    if config.get("default_ttl") is not None:
+        _ttl_seconds(config["default_ttl"])
+    for key in ("refresh_on_read", "omit_expired"):
+        if key in config and not isinstance(config[key], bool):
+            raise InvalidArgument(f"ttl {key!r} must be True or False")
+    interval = config.get("sweep_interval_minutes")
+    if interval is not None and (isinstance(interval, bool) or not isinstance(interval, int)
+                                 or interval < 1):
+        raise InvalidArgument("ttl 'sweep_interval_minutes' must be a whole number >= 1")
+    return TTLConfig(**config)  # type: ignore[typeddict-item]
+
+
+def _ttl_seconds(minutes: object) -> int:
+    """A time to live in minutes (LangGraph's unit) as whole seconds, at least one."""
+    if isinstance(minutes, bool) or not isinstance(minutes, int | float) or \
+            not math.isfinite(minutes) or not 0 < minutes <= MAX_TTL_MINUTES:
+        raise InvalidArgument(f"ttl must be a number of minutes above 0 and at most "
+                              f"{MAX_TTL_MINUTES}, got {minutes!r}")
+    return max(1, round(minutes * 60))
+
+
 def run_ops(core: Chatkeep, tenant: Ref | None, ops: list[Op]) -> list[Result]:
     """Each op's result, in order (over the sync core)."""
     results: list[Result] = []
     for op in ops:
         if isinstance(op, GetOp):
-            results.append(_get(core, _checked(parse_namespace(op.namespace), tenant), op.key))
+            results.append(_get(core, _checked(parse_namespace(op.namespace), tenant), op.key,
+                                op.refresh_ttl))
         elif isinstance(op, SearchOp):
             results.append(_search(core, _checked(parse_prefix(op.namespace_prefix), tenant),
                                    op))
@@ -141,12 +206,22 @@ def _memory_id(key: str) -> int | None:
     return int(key) if is_canonical_int(key) and int(key) <= 2**63 - 1 else None
 
 
-def _get(core: Chatkeep, namespace: Namespace, key: str) -> Item | None:
+def _get(core: Chatkeep, namespace: Namespace, key: str, refresh: bool) -> Item | None:
     memory_id = _memory_id(key)
     if memory_id is None:
         return None
     memory = _find(core, namespace.target, memory_id)
-    return None if memory is None else _item(memory)
+    if memory is None or memory.expired(core.memory.store.now()):
+        return None
+    _refresh(core, namespace.tenant, [memory], refresh)
+    return _item(memory)
+
+
+def _refresh(core: Chatkeep, tenant: Ref, found: Sequence[Memory], refresh: bool) -> None:
+    """Push on the expiry of ``found`` (those with a time to live) when the read asks."""
+    if refresh and any(m.expires_at is not None for m in found):
+        core.memory.store.writes.refresh_expiry(
+            tenant, [m.id for m in found if m.expires_at is not None])
 
 
 def _find(core: Chatkeep, target: ScopeTarget, memory_id: int) -> Memory | None:
@@ -174,18 +249,18 @@ def _put(core: Chatkeep, namespace: Namespace, op: PutOp) -> None:
         if current is not None:
             core.memory.delete(target.tenant, current.id)
         return
-    if op.ttl is not None:
-        raise unsupported("chatkeep memories do not expire (ttl must be None); "
-                          "erase them with delete or keep.memory.forget")
+    ttl = None if op.ttl is None else _ttl_seconds(op.ttl)
     content = _content(op.value)
     if op.index not in (None, False) and not set(op.index or ()) <= {CONTENT, "$"}:
         raise unsupported(f"a memory is indexed by its {CONTENT!r}; "
                           f"index={op.index!r} names other fields")
     if current is not None:
-        core.memory.update(target.tenant, current.id, content)
+        written = core.memory.update(target.tenant, current.id, content)
     else:
-        core.memory.add(target.tenant, content, scope=target.scope, subject=target.subject,
-                        actor=target.actor)
+        written = core.memory.add(target.tenant, content, scope=target.scope,
+                                  subject=target.subject, actor=target.actor)
+    if ttl is not None or written.expires_at is not None:  # a put replaces the expiry too
+        core.memory.store.writes.set_expiry(target.tenant, written.id, ttl)
 
 
 def _content(value: Mapping[str, Any]) -> str:
@@ -213,16 +288,19 @@ def _search(core: Chatkeep, prefix: Namespace, op: SearchOp) -> list[SearchItem]
             if keys else []
     else:
         found = _listed(core, prefix, want)
-    return [_search_item(m) for m in found[op.offset:want]]
+    page = found[op.offset:want]
+    _refresh(core, prefix.tenant, page, op.refresh_ttl)
+    return [_search_item(m) for m in page]
 
 
 def _listed(core: Chatkeep, prefix: Namespace, limit: int) -> list[Memory]:
-    """Live memories under ``prefix``, newest first."""
+    """Live memories under ``prefix`` that have not expired, newest first."""
     scope = prefix.scope
-    return core.memory.list(
+    return core.memory.store.recall.list_memories(
         prefix.tenant, scope=None if scope is None else scope.value,
         actor=prefix.ref if scope is Scope.PERSONAL else None,
-        subject=prefix.ref if scope is Scope.SUBJECT else None, limit=min(limit, INT32_MAX))
+        subject=prefix.ref if scope is Scope.SUBJECT else None, include_expired=False,
+        limit=min(limit, INT32_MAX))
 
 
 def _scopes(core: Chatkeep, prefix: Namespace) -> list[Namespace]:
