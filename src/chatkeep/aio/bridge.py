@@ -25,6 +25,7 @@ from sqlalchemy.util import await_only, greenlet_spawn
 from chatkeep.errors import KeepClosed
 from chatkeep.llm.base import AsyncChatModel, Completion
 from chatkeep.memory.embedders import AsyncEmbedder
+from chatkeep.memory.embedders.base import is_offline
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -166,7 +167,21 @@ class BridgedEmbedder:
         """The embedding model's name."""
         return self.embedder.model
 
+    @property
+    def offline(self) -> bool:
+        """Whether the async embedder runs on this machine (then it reserves nothing)."""
+        return is_offline(self.embedder)
+
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Await the async embedder from inside the bridge."""
         vectors: list[list[float]] = await_only(self.embedder.embed(texts))
         return vectors
+
+    def embed_counted(self, texts: Sequence[str]) -> tuple[list[list[float]], int | None]:
+        """The vectors and the input tokens the endpoint counted (``None`` when the async
+        embedder does not report them), awaited from inside the bridge."""
+        counting = getattr(self.embedder, "embed_counted", None)
+        if counting is None:
+            return self.embed(texts), None
+        counted: tuple[list[list[float]], int | None] = await_only(counting(texts))
+        return counted

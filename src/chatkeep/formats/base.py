@@ -135,6 +135,9 @@ class HistoryInfo:
     fold_refused: str | None = None
     """Why the fold this call planned was not made for quota (the tenant's quota could not
     hold the summarizer's call): the previous summary was kept."""
+    recall_refused: str | None = None
+    """Why the memories recalled into this call were ranked by words only: the tenant's
+    quota refused the recall query's embedding (nothing was sent for it)."""
 
     @property
     def over_budget(self) -> bool:

@@ -25,7 +25,7 @@ from chatkeep.history.transcript import transcript
 from chatkeep.llm.adapt import as_chat_model
 from chatkeep.llm.base import ChatModel
 from chatkeep.memory.carried import MemoryValues
-from chatkeep.memory.hybrid import HybridRetriever
+from chatkeep.memory.hybrid import HybridRetriever, Payer
 from chatkeep.memory.prompts import DecisionItem, decision_messages, extraction_messages
 from chatkeep.memory.recall import Retriever
 from chatkeep.memory.replies import Event, Fact, parse_decisions, parse_facts
@@ -223,7 +223,7 @@ class Distiller:
         # Embeddings before the write transaction, one batched call: the candidates are the
         # nearest live memories by meaning as well as by words (dedupe by meaning), and the
         # same vectors are stored with the new memories.
-        vectors = self._embed([fact.content for fact, _, _ in kept], carried)
+        vectors = self._embed(session, [fact.content for fact, _, _ in kept], carried)
         for (fact, target, key), sealed, vector in zip(kept, carried, vectors, strict=True):
             candidates = self._candidates(session, target, fact.content, vector, sealed)
             if candidates:
@@ -233,15 +233,20 @@ class Distiller:
         if pending:
             self._decide(session, pending, plan, values)
         known = {fact.content: v for (fact, _, _), v in zip(kept, vectors, strict=True)}
-        plan.writes = self._with_vectors(plan.writes, known)
+        plan.writes = self._with_vectors(session, plan.writes, known)
         return plan
 
-    def _embed(self, texts: Sequence[str],
+    def _embed(self, session: ChatSession, texts: Sequence[str],
                sealed: Sequence[str | None]) -> list[list[float] | None]:
-        """Vectors for memory texts, each masked with the values it carries."""
+        """Vectors for memory texts, each masked with the values it carries, reserved on
+        the session tenant's quota: refused (or failed), none, and the memories are
+        written without them for ``embed_missing`` to fill in later."""
         if not isinstance(self.retriever, HybridRetriever) or not texts:
             return [None] * len(texts)
-        return self.retriever.embed(texts, sealed)
+        try:
+            return self.retriever.embed(texts, sealed, payer=Payer.of(session))
+        except QuotaExceeded:
+            return [None] * len(texts)
 
     def _candidates(self, session: ChatSession, target: ScopeTarget, content: str,
                     vector: list[float] | None, sealed: str | None) -> list[MemoryRow]:
@@ -249,11 +254,12 @@ class Distiller:
         search embeds ``content`` again, masked with the same carried values."""
         if isinstance(self.retriever, HybridRetriever):
             return self.retriever.search(session.tenant, [target.key], content,
-                                         CANDIDATES_PER_FACT, vector=vector, sealed=sealed)
+                                         CANDIDATES_PER_FACT, vector=vector, sealed=sealed,
+                                         payer=Payer.of(session))
         return self.retriever.search(session.tenant, [target.key], content,
                                      CANDIDATES_PER_FACT)
 
-    def _with_vectors(self, writes: list[MemoryWrite],
+    def _with_vectors(self, session: ChatSession, writes: list[MemoryWrite],
                       known: dict[str, list[float] | None]) -> list[MemoryWrite]:
         """The writes with their vectors (texts an UPDATE rewrote are embedded here, in
         one more call, masked with the values their write carries). A failed call leaves
@@ -266,7 +272,7 @@ class Distiller:
             if w.content not in known:
                 fresh.setdefault(w.content, w.sealed_pii)
         texts = sorted(fresh)
-        vectors = self._embed(texts, [fresh[t] for t in texts])
+        vectors = self._embed(session, texts, [fresh[t] for t in texts])
         known = {**known, **dict(zip(texts, vectors, strict=True))}
         model = self.retriever.model
         return [dataclasses.replace(w, embedding=tuple(v), embedding_model=model)

@@ -15,6 +15,15 @@ was not looked at while choosing.
 
 Without an embedder, or when the embedding call fails, recall is full-text only
 (logged), exactly as ``TextRetriever``.
+
+Quotas (issue 33): a call made for a tenant (a ``Payer``) reserves its input tokens on
+the tenant's quota before it is sent (embeddings have no output ceiling), is settled at
+the tokens the endpoint reports (``CountingEmbedder``; its estimate otherwise) and
+released when it fails. A refused call sends nothing and raises ``QuotaExceeded`` to
+the caller, who decides what a refusal means: a memory written without its vector
+(``embed_missing`` retries it), a recall by words only. Offline embedders reserve
+nothing (:func:`~chatkeep.memory.embedders.base.is_offline`); a cached query vector
+costs no call and reserves nothing.
 """
 
 from __future__ import annotations
@@ -25,15 +34,19 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from chatkeep.errors import ModelError, StoreError
-from chatkeep.memory.embedders.base import Embedder
+from chatkeep.errors import ModelError, QuotaExceeded, StoreError
+from chatkeep.memory.embedders.base import CountingEmbedder, Embedder, is_offline
 from chatkeep.memory.embedders.mask import EmbedMask
 from chatkeep.memory.text import query_terms
+from chatkeep.observability import metrics
 from chatkeep.observability import tracing as telemetry
+from chatkeep.observability.attributes import tenant_label
+from chatkeep.quotas import QuotaService, Reservation
 from chatkeep.refs import Ref
 from chatkeep.sessions import ChatSession
 from chatkeep.store.memories import MemoryStore
 from chatkeep.store.memory_rows import MemoryRow
+from chatkeep.tokens import HeuristicCounter, TokenCounter
 
 log = logging.getLogger("chatkeep.memory")
 
@@ -57,6 +70,21 @@ class Fusion:
 
 
 DEFAULT_FUSION = Fusion()
+
+
+@dataclass(frozen=True, slots=True)
+class Payer:
+    """Whose quota an embedding call reserves on: the ``tenant`` (and its ``actor``'s
+    quota when it has one), for ``session_id`` when the text belongs to a session."""
+
+    tenant: Ref
+    actor: Ref | None = None
+    session_id: str | None = None
+
+    @classmethod
+    def of(cls, session: ChatSession) -> Payer:
+        """The payer of a call made for ``session``."""
+        return cls(session.tenant, session.actor, session.id)
 
 
 def fuse(text_hits: Sequence[MemoryRow], vector_hits: Sequence[MemoryRow], limit: int,
@@ -90,12 +118,17 @@ class HybridRetriever:
 
     def __init__(self, store: MemoryStore, embedder: Embedder, *,
                  fusion: Fusion = DEFAULT_FUSION, mask: EmbedMask | None = None,
-                 cache_size: int = 1024) -> None:
+                 cache_size: int = 1024, quotas: QuotaService | None = None,
+                 counter: TokenCounter | None = None) -> None:
         self.store = store
         self.embedder = embedder
         self.fusion = fusion
         self.mask = mask
         self.cache_size = cache_size
+        self.quotas = quotas
+        """Reserves each call made for a ``Payer`` (the keep sets it)."""
+        self.counter: TokenCounter = counter or HeuristicCounter()
+        """Estimates what a call's reservation holds (its input tokens)."""
         self._cache: OrderedDict[str, list[float]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -104,44 +137,61 @@ class HybridRetriever:
         """The embedding model whose vectors this retriever reads."""
         return self.embedder.model
 
-    def embed(self, texts: Sequence[str],
-              sealed: Sequence[str | None] | None = None) -> list[list[float] | None]:
+    def embed(self, texts: Sequence[str], sealed: Sequence[str | None] | None = None, *,
+              payer: Payer | None = None) -> list[list[float] | None]:
         """Vectors for memory ``texts`` in one batched call, each masked with the values its
         memory carries (``sealed``, its ``sealed_pii``: the same on the first attempt and on
         every retry or backfill); all ``None`` when the call fails (logged): the caller then
-        stores its memories unembedded, marked for ``embed``."""
+        stores its memories unembedded, marked for ``embed``. ``payer``: the tenant the
+        call reserves on first; ``QuotaExceeded`` (nothing sent) when its quota cannot
+        hold the texts' tokens."""
         if not texts:
             return []
         return self._send([self._masked(t, sealed[n] if sealed else None)
-                           for n, t in enumerate(texts)])
+                           for n, t in enumerate(texts)], payer)
 
     def search(self, tenant: Ref, scope_keys: Sequence[str], query: str, limit: int, *,
                vector: Sequence[float] | None = None, sealed: str | None = None,
                session: ChatSession | None = None,
-               context: str | None = None) -> list[MemoryRow]:
+               context: str | None = None, payer: Payer | None = None) -> list[MemoryRow]:
         """The fused ranking of the memories in ``scope_keys`` for ``query`` (``vector``:
         its embedding when the caller has it already; otherwise it is embedded masked with
-        ``sealed``, ``session`` and ``context``, see ``query_vector``)."""
+        ``sealed``, ``session`` and ``context``, see ``query_vector``, reserved on
+        ``payer``'s quota: refused, the ranking is by words only)."""
         pool = max(limit, self.fusion.pool)
         text_hits = self.store.recall.search(tenant, scope_keys, query_terms(query), pool)
         if vector is None:
-            vector = self.query_vector(query, sealed=sealed, session=session, context=context)
+            try:
+                vector = self.query_vector(query, sealed=sealed, session=session,
+                                           context=context, payer=payer)
+            except QuotaExceeded:
+                return text_hits[:limit]  # logged where it was refused
         if vector is None:
             return text_hits[:limit]
+        return self.rank(tenant, scope_keys, text_hits, vector, limit)
+
+    def rank(self, tenant: Ref, scope_keys: Sequence[str], text_hits: Sequence[MemoryRow],
+             vector: Sequence[float], limit: int) -> list[MemoryRow]:
+        """``text_hits`` (the full-text ranking, its pool) fused with the memories nearest
+        ``vector``; by words only when the vector search fails (logged)."""
         try:
-            vector_hits = self.store.recall.vector_search(tenant, scope_keys, vector, self.model,
-                                                          pool)
+            vector_hits = self.store.recall.vector_search(tenant, scope_keys, vector,
+                                                          self.model,
+                                                          max(limit, self.fusion.pool))
         except StoreError as exc:
             log.warning("vector search failed, recall is full-text only: %s", exc)
-            return text_hits[:limit]
+            return list(text_hits[:limit])
         return fuse(text_hits, vector_hits, limit, self.fusion)
 
     def query_vector(self, query: str, *, sealed: str | None = None,
                      session: ChatSession | None = None,
-                     context: str | None = None) -> list[float] | None:
+                     context: str | None = None,
+                     payer: Payer | None = None) -> list[float] | None:
         """The vector of ``query`` (``None``: blank, or the call failed). Masked like any
         text of ``session`` would be: its vault's values, the values ``sealed`` carries, and
-        what the recognizers detect with ``context``, the message the query answers."""
+        what the recognizers detect with ``context``, the message the query answers. A
+        call (not a cached vector) reserves on ``payer``'s quota first:
+        ``QuotaExceeded`` when refused (nothing sent)."""
         if not query.strip():
             return None
         sent = self._masked(query, sealed, session, context)
@@ -150,7 +200,7 @@ class HybridRetriever:
             if cached is not None:
                 self._cache.move_to_end(sent)
                 return cached
-        vector = self._send([sent])[0]
+        vector = self._send([sent], payer)[0]
         if vector is not None and self.cache_size > 0:
             with self._lock:
                 self._cache[sent] = vector
@@ -158,18 +208,56 @@ class HybridRetriever:
                     self._cache.popitem(last=False)
         return vector
 
-    def _send(self, sent: list[str]) -> list[list[float] | None]:
-        """One embeddings request for texts already masked."""
+    def _send(self, sent: list[str], payer: Payer | None = None) -> list[list[float] | None]:
+        """One embeddings request for texts already masked, reserved on ``payer``'s quota
+        (``QuotaExceeded``: refused, nothing sent), settled at what the endpoint counted,
+        released when it fails."""
+        held = self._reserve(sent, payer)
+        counted: list[int | None] = [None]
+
+        def call() -> list[list[float]]:
+            if isinstance(self.embedder, CountingEmbedder):
+                vectors, counted[0] = self.embedder.embed_counted(sent)
+                return vectors
+            return self.embedder.embed(sent)
+
         try:
-            vectors = telemetry.embed(self.embedder, lambda: self.embedder.embed(sent)) \
-                if telemetry.ON else self.embedder.embed(sent)
-            if len(vectors) != len(sent):
-                raise ModelError(f"{self.model}: {len(vectors)} vectors for {len(sent)} texts")
+            vectors = telemetry.embed(self.embedder, call) if telemetry.ON else call()
         except ModelError as exc:
+            if held is not None:
+                held.release()  # failed before its answer: nothing billed
             log.warning("embedding %d texts failed (they stay marked for embedding): %s",
                         len(sent), exc)
             return [None] * len(sent)
+        except BaseException:
+            if held is not None:
+                held.release()
+            raise
+        if held is not None:
+            held.settle(counted[0])  # None: the estimate it reserved
+        if len(vectors) != len(sent):
+            log.warning("embedding %d texts failed (they stay marked for embedding): %s: "
+                        "%d vectors for %d texts", len(sent), self.model, len(vectors),
+                        len(sent))
+            return [None] * len(sent)
         return [list(v) for v in vectors]
+
+    def _reserve(self, sent: Sequence[str], payer: Payer | None) -> Reservation | None:
+        """The reservation of one call for ``payer`` (its input tokens; an embedding has
+        no output), or ``None`` when no quota is wired, none applies, or the embedder runs
+        here. ``QuotaExceeded`` when refused (counted, logged)."""
+        if payer is None or self.quotas is None or is_offline(self.embedder):
+            return None
+        tokens = sum(self.counter.count(text) for text in sent)
+        try:
+            held = self.quotas.reserve(payer.tenant, tokens, actor=payer.actor,
+                                       session_id=payer.session_id, purpose="embedding")
+        except QuotaExceeded as exc:
+            metrics.record_quota_refusal(tenant_label(payer.tenant), "embedding")
+            log.info("embedding %d texts for %s refused for quota: %s", len(sent),
+                     payer.tenant, exc)
+            raise
+        return held if held.id is not None else None
 
     def _masked(self, text: str, sealed: str | None, session: ChatSession | None = None,
                 context: str | None = None) -> str:

@@ -3,8 +3,9 @@
 Scope first, relevance second: the candidate set is always exactly the session's
 readable scopes (tenant, its subject, its actor's personal ones) inside its own
 tenant, whatever the retriever does. ``Retriever`` is the seam for ranking:
-``TextRetriever`` uses the database's full-text index; an embedding retriever
-can implement the same protocol later.
+``TextRetriever`` uses the database's full-text index; ``HybridRetriever`` fuses it
+with vectors. A query whose embedding the tenant's quota refuses is ranked by words
+only, never raised: the result (a ``Recalled`` list) says so in ``quota_refused``.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from chatkeep.errors import QuotaExceeded
 from chatkeep.history.plan import previous_texts
-from chatkeep.memory.hybrid import HybridRetriever
+from chatkeep.memory.hybrid import HybridRetriever, Payer
 from chatkeep.memory.scopes import readable_targets
 from chatkeep.memory.text import query_terms
 from chatkeep.refs import Ref
@@ -27,6 +29,17 @@ Memory = MemoryRow
 RECENT_TURNS_FOR_QUERY = 6
 #: Messages read before that window, so the oldest user message in it still has its context.
 CONTEXT_LOOKBACK = 4
+
+
+class Recalled(list[MemoryRow]):
+    """The memories recall found (a plain list of them), and ``quota_refused``: why the
+    query was ranked by words only because the tenant's quota refused its embedding
+    (``None``: it was not refused)."""
+
+    def __init__(self, memories: Sequence[MemoryRow] = (),
+                 quota_refused: str | None = None) -> None:
+        super().__init__(memories)
+        self.quota_refused = quota_refused
 
 
 @runtime_checkable
@@ -61,35 +74,49 @@ class Recaller:
 
     def recall(self, tenant: Ref, actor: Ref | None, subject: Ref | None,
                query: str | None = None, limit: int | None = None, *,
-               session: ChatSession | None = None) -> list[Memory]:
+               session: ChatSession | None = None) -> Recalled:
         """With a query: the matching memories by relevance. Without: the most recent.
-        ``session``: the conversation asking, whose vault masks the query for the embedder."""
+        ``session``: the conversation asking, whose vault masks the query for the embedder
+        (the query's embedding reserves on ``tenant``'s quota, for ``actor``)."""
         limit = self.default_limit if limit is None else limit
         keys = [t.key for t in readable_targets(tenant, actor, subject)]
         if query is not None and query_terms(query):
-            return self._search(tenant, keys, query, limit, session)
-        return self.store.recall.recent(tenant, keys, limit)
+            payer = Payer(tenant, actor, session.id if session is not None else None)
+            return self._search(tenant, keys, query, limit, session, payer=payer)
+        return Recalled(self.store.recall.recent(tenant, keys, limit))
 
-    def provider(self, session: ChatSession) -> list[Memory]:
+    def provider(self, session: ChatSession) -> Recalled:
         """Memories for the system message: those matching the latest user turn, topped
         up with the most recent applicable ones (subject context matters even when the
         words do not match)."""
         keys = [t.key for t in readable_targets(session.tenant, session.actor, session.subject)]
         query, context = latest_user_turn(session)
-        found = self._search(session.tenant, keys, query, self.default_limit, session, context)
+        found = self._search(session.tenant, keys, query, self.default_limit, session, context,
+                             payer=Payer.of(session))
         if len(found) < self.default_limit:
             found += self.store.recall.recent(session.tenant, keys, self.default_limit - len(found),
                                        exclude=[m.id for m in found])
         return found
 
     def _search(self, tenant: Ref, keys: Sequence[str], query: str, limit: int,
-                session: ChatSession | None, context: str | None = None) -> list[Memory]:
+                session: ChatSession | None, context: str | None = None, *,
+                payer: Payer) -> Recalled:
         """The retriever's ranking; a hybrid one also gets the session and the question the
-        query answers, so the query is embedded masked like the session's own text."""
-        if isinstance(self.retriever, HybridRetriever):
-            return self.retriever.search(tenant, keys, query, limit, session=session,
-                                         context=context)
-        return self.retriever.search(tenant, keys, query, limit)
+        query answers, so the query is embedded masked like the session's own text, and
+        reserved on ``payer``'s quota (refused: by words only, and the result says so)."""
+        retriever = self.retriever
+        if not isinstance(retriever, HybridRetriever):
+            return Recalled(retriever.search(tenant, keys, query, limit))
+        text_hits = self.store.recall.search(tenant, keys, query_terms(query),
+                                             max(limit, retriever.fusion.pool))
+        try:
+            vector = retriever.query_vector(query, session=session, context=context,
+                                            payer=payer)
+        except QuotaExceeded as exc:
+            return Recalled(text_hits[:limit], f"refused for quota: {exc}")
+        if vector is None:
+            return Recalled(text_hits[:limit])
+        return Recalled(retriever.rank(tenant, keys, text_hits, vector, limit))
 
 
 def latest_user_turn(session: ChatSession) -> tuple[str, str | None]:

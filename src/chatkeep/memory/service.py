@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from chatkeep.config import MAX_IDLE_AFTER, MemoryConfig
-from chatkeep.errors import DistillationError, InvalidArgument, MemoryNotFound
+from chatkeep.errors import DistillationError, InvalidArgument, MemoryNotFound, QuotaExceeded
 from chatkeep.jobs import Dispatcher, InlineDispatcher
 from chatkeep.llm.base import ChatModel
 from chatkeep.memory.carried import sealed_direct
 from chatkeep.memory.distiller import Distiller, DistillerFilter, DistilResult
 from chatkeep.memory.embedders.base import Embedder
 from chatkeep.memory.embedders.mask import EmbedMask
-from chatkeep.memory.hybrid import HybridRetriever
-from chatkeep.memory.recall import Memory, Recaller, Retriever, TextRetriever
+from chatkeep.memory.hybrid import HybridRetriever, Payer
+from chatkeep.memory.recall import Memory, Recalled, Recaller, Retriever, TextRetriever
 from chatkeep.memory.scopes import Scope, ScopeTarget
 from chatkeep.memory.sweep import DEFAULT_LEASE, Sweeper
 from chatkeep.memory.text import content_key, normalise
@@ -61,6 +61,9 @@ class EmbedResult:
     """Memories whose batch failed (still marked; the next run retries them)."""
     batches: int = 0
     """Embedding calls made."""
+    refused: int = 0
+    """Memories whose tenant's quota refused their call (nothing sent; still marked, so
+    a later run embeds them once the quota has room)."""
 
 
 class MemoryService:
@@ -95,10 +98,24 @@ class MemoryService:
         self.outbound_filter = outbound_filter
         self.counter = counter
         self.sweeper = Sweeper(self.store, self.config, lease)
-        #: Reserves each distiller call on the session tenant's quota (the keep sets it):
-        #: a refused distillation leaves the watermark, and the sweep retries it later.
-        self.quotas: QuotaService | None = None
+        self._quotas: QuotaService | None = None
         self.recaller = Recaller(self.store, self.retriever, self.config.recall_limit)
+
+    @property
+    def quotas(self) -> QuotaService | None:
+        """Reserves each distiller and embedding call on the tenant's quota (the keep
+        sets it): a refused distillation leaves the watermark, and the sweep retries it
+        later; a refused embedding leaves its memory without a vector (``embed_missing``
+        retries it) or its recall query ranked by words only."""
+        return self._quotas
+
+    @quotas.setter
+    def quotas(self, quotas: QuotaService | None) -> None:
+        self._quotas = quotas
+        if isinstance(self.retriever, HybridRetriever):
+            self.retriever.quotas = quotas
+            if self.counter is not None:
+                self.retriever.counter = self.counter
 
     def start(self) -> None:
         """Check what recall by meaning needs in the database (pgvector on PostgreSQL), so
@@ -177,11 +194,13 @@ class MemoryService:
     # -- reading -------------------------------------------------------------------------
 
     def recall(self, session: ChatSession, query: str | None = None,
-               limit: int | None = None) -> list[Memory]:
+               limit: int | None = None) -> Recalled:
         """Live memories that apply to ``session``: its tenant's, its subject's and (when it
         has an actor) the actor's personal ones. Ranked by relevance to ``query`` with
         recency breaking ties; without a query, the most recent. The query is embedded
-        masked like the session's own text (its vault's values too)."""
+        masked like the session's own text (its vault's values too), reserved on the
+        session tenant's quota: refused, the ranking is by words only and the result's
+        ``quota_refused`` says why (never an error)."""
         if not isinstance(session, ChatSession):
             raise InvalidArgument(f"session must be a ChatSession, got {type(session).__name__}")
         check_optional_text(query, "query")
@@ -190,7 +209,7 @@ class MemoryService:
         return self.recaller.recall(session.tenant, session.actor, session.subject,
                                     query, limit, session=session)
 
-    def provider(self, session: ChatSession) -> list[Memory]:
+    def provider(self, session: ChatSession) -> Recalled:
         """Memories for ``build_history`` (``HistoryCompressor.memory_provider``): their
         texts, and the personal values they hold, which the session redacts literally."""
         return self.recaller.provider(session)
@@ -317,7 +336,11 @@ class MemoryService:
         sealed = sealed_direct(self.outbound_filter, text, merged)
         embedding = model = None
         if embed and isinstance(self.retriever, HybridRetriever):
-            (vector,) = self.retriever.embed([text], [sealed])
+            try:  # refused for quota: written without its vector, as a failed call
+                (vector,) = self.retriever.embed([text], [sealed],
+                                                 payer=Payer(target.tenant))
+            except QuotaExceeded:
+                vector = None
             if vector is not None:
                 embedding, model = tuple(vector), self.retriever.model
         return MemoryWrite(tenant=target.tenant, scope=target.scope.value,
@@ -355,23 +378,34 @@ class MemoryService:
             raise InvalidArgument("batch_size must be positive")
         result = EmbedResult(self.embedder.model)
         after = 0
-        while limit is None or result.embedded + result.failed < limit:
-            take = size if limit is None else min(size, limit - result.embedded - result.failed)
+        while limit is None or _handled(result) < limit:
+            take = size if limit is None else min(size, limit - _handled(result))
             page = self.store.vectors.missing_vectors(self.embedder.model, after, take)
             if not page:
                 break
             after = page[-1].id
-            vectors = self.retriever.embed([m.content for m in page],
-                                           [m.sealed_pii for m in page])
-            result.batches += 1
-            done = [(m.id, v) for m, v in zip(page, vectors, strict=True) if v is not None]
-            result.embedded += self.store.vectors.store_vectors(self.embedder.model, done)
-            result.failed += len(page) - len(done)
+            for payer, rows in _by_payer(page):
+                self._embed_page(self.retriever, payer, rows, result)
             if progress is not None:
                 progress(len(page))
-        log.info("embedded %d memories with %s (%d failed)", result.embedded,
-                 result.model, result.failed)
+        log.info("embedded %d memories with %s (%d failed, %d refused for quota)",
+                 result.embedded, result.model, result.failed, result.refused)
         return result
+
+    def _embed_page(self, retriever: HybridRetriever, payer: Payer,
+                    rows: Sequence[Memory], result: EmbedResult) -> None:
+        """One call for ``rows`` (memories of one tenant), reserved on its quota; their
+        vectors stored in one commit. Refused: nothing sent, they stay marked."""
+        try:
+            vectors = retriever.embed([m.content for m in rows],
+                                      [m.sealed_pii for m in rows], payer=payer)
+        except QuotaExceeded:
+            result.refused += len(rows)
+            return
+        result.batches += 1
+        done = [(m.id, v) for m, v in zip(rows, vectors, strict=True) if v is not None]
+        result.embedded += self.store.vectors.store_vectors(result.model, done)
+        result.failed += len(rows) - len(done)
 
     # -- erasure -------------------------------------------------------------------------
 
@@ -394,6 +428,19 @@ class MemoryService:
             deleted = self.store.lifecycle.delete_tenant(tenant)
             log.info("forgot all %d memories of %s", deleted, tenant)
         return deleted
+
+
+def _handled(result: EmbedResult) -> int:
+    return result.embedded + result.failed + result.refused
+
+
+def _by_payer(page: Sequence[Memory]) -> list[tuple[Payer, list[Memory]]]:
+    """A backfill page split by tenant, whose quota pays (no actor's: a backfill is no
+    call of theirs), in the page's order: one call each."""
+    groups: dict[Ref, list[Memory]] = {}
+    for memory in page:
+        groups.setdefault(memory.tenant, []).append(memory)
+    return [(Payer(tenant), rows) for tenant, rows in groups.items()]
 
 
 def _check_sweep(idle_after: object, batch_size: object) -> None:

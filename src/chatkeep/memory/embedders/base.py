@@ -4,6 +4,10 @@
 every vector, so a model change is visible row by row). Every failure (HTTP status,
 timeout, a reply of the wrong shape or length) is a ``ModelError``, so callers handle
 one type.
+
+An embedder may also say what its endpoint counted (``CountingEmbedder``: a quota
+reservation is settled at it) and that it runs on this machine (``offline = True``:
+its calls cost no tokens, so they reserve nothing; see :func:`is_offline`).
 """
 
 from __future__ import annotations
@@ -37,3 +41,22 @@ class AsyncEmbedder(Protocol):
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in order, all of the same length."""
         ...
+
+
+@runtime_checkable
+class CountingEmbedder(Embedder, Protocol):
+    """An ``Embedder`` that also reports the input tokens its endpoint counted (the
+    ``usage.prompt_tokens`` of an ``/v1/embeddings`` reply): the quota reservation of
+    the call is settled at it (an embedder without it is settled at its estimate)."""
+
+    def embed_counted(self, texts: Sequence[str]) -> tuple[list[list[float]], int | None]:
+        """``embed``'s vectors and the input tokens the endpoint counted (``None``: it
+        reported none)."""
+        ...
+
+
+def is_offline(embedder: object) -> bool:
+    """Whether ``embedder`` runs on this machine (``offline = True``: ``LocalEmbedder``,
+    ``HashEmbedder``): no tokens are billed for its calls, so they reserve nothing on a
+    quota (as the offline extractive summarizer's folds)."""
+    return getattr(embedder, "offline", False) is True

@@ -18,6 +18,9 @@ class HashEmbedder:
     L2-normalised. Texts sharing words are near; ``synonyms`` maps a word to a concept
     token so chosen paraphrases land near each other too."""
 
+    offline = True
+    """It calls no model: its calls reserve nothing on a quota."""
+
     def __init__(self, dimension: int = 64, *, model: str = "hash-embedder",
                  synonyms: Mapping[str, str] | None = None) -> None:
         if dimension <= 0:

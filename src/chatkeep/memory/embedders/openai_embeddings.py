@@ -55,24 +55,31 @@ class OpenAIEmbedder:
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Vectors for ``texts`` (``ModelError`` for any SDK failure or malformed reply)."""
+        return self.embed_counted(texts)[0]
+
+    def embed_counted(self, texts: Sequence[str]) -> tuple[list[list[float]], int | None]:
+        """``embed``'s vectors and the input tokens the endpoint counted over all batches
+        (``usage.prompt_tokens``; ``None`` when a reply had none)."""
         vectors: list[list[float]] = []
+        counted: int | None = 0
         for start in range(0, len(texts), self.batch_size):
-            vectors += self._batch(list(texts[start:start + self.batch_size]))
+            batch = list(texts[start:start + self.batch_size])
+            response = self._batch(batch)
+            vectors += vectors_of(response, batch, self._model)
+            counted = add_usage(counted, response)
         if vectors and any(len(v) != len(vectors[0]) for v in vectors):
             raise ModelError(f"{self._model}: vectors of different lengths in one reply")
-        return vectors
+        return vectors, counted
 
-    def _batch(self, texts: list[str]) -> list[list[float]]:
+    def _batch(self, texts: list[str]) -> Any:
         if supports_deadline(self.client):
-            response = post_within(self.client, _embeddings, self._request(texts),
-                                   self.timeout, self.max_retries, self._model)
-            return vectors_of(response, texts, self._model)
+            return post_within(self.client, _embeddings, self._request(texts),
+                               self.timeout, self.max_retries, self._model)
         try:
-            response = self.client.embeddings.create(model=self._model, input=texts,
-                                                     encoding_format="float")
+            return self.client.embeddings.create(model=self._model, input=texts,
+                                                 encoding_format="float")
         except sdk_error() as exc:
             raise ModelError(f"{self._model}: {type(exc).__name__}: {exc}") from exc
-        return vectors_of(response, texts, self._model)
 
     def _request(self, texts: list[str]) -> dict[str, Any]:
         return {"model": self._model, "input": texts, "encoding_format": "float"}
@@ -99,23 +106,43 @@ class AsyncOpenAIEmbedder(OpenAIEmbedder):
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:  # type: ignore[override]
         """Vectors for ``texts``, awaited."""
+        return (await self.embed_counted(texts))[0]
+
+    async def embed_counted(  # type: ignore[override]
+            self, texts: Sequence[str]) -> tuple[list[list[float]], int | None]:
+        """``embed``'s vectors and the input tokens the endpoint counted, awaited."""
         vectors: list[list[float]] = []
+        counted: int | None = 0
         for start in range(0, len(texts), self.batch_size):
             batch = list(texts[start:start + self.batch_size])
             if supports_deadline(self.client):
                 response = await apost_within(self.client, _embeddings, self._request(batch),
                                               self.timeout, self.max_retries, self.model)
-                vectors += vectors_of(response, batch, self.model)
-                continue
-            try:
-                response = await self.client.embeddings.create(
-                    model=self.model, input=batch, encoding_format="float")
-            except sdk_error() as exc:
-                raise ModelError(f"{self.model}: {type(exc).__name__}: {exc}") from exc
+            else:
+                try:
+                    response = await self.client.embeddings.create(
+                        model=self.model, input=batch, encoding_format="float")
+                except sdk_error() as exc:
+                    raise ModelError(f"{self.model}: {type(exc).__name__}: {exc}") from exc
             vectors += vectors_of(response, batch, self.model)
+            counted = add_usage(counted, response)
         if vectors and any(len(v) != len(vectors[0]) for v in vectors):
             raise ModelError(f"{self.model}: vectors of different lengths in one reply")
-        return vectors
+        return vectors, counted
+
+
+def add_usage(counted: int | None, response: Any) -> int | None:
+    """``counted`` plus the input tokens an ``/v1/embeddings`` reply reports
+    (``usage.prompt_tokens``, else ``usage.total_tokens``); ``None`` once a reply
+    reported none (the reservation is then settled at its estimate)."""
+    usage = getattr(response, "usage", None)
+    tokens = getattr(usage, "prompt_tokens", None)
+    if not isinstance(tokens, int) or isinstance(tokens, bool):
+        tokens = getattr(usage, "total_tokens", None)
+    if counted is None or not isinstance(tokens, int) or isinstance(tokens, bool) \
+            or tokens < 0:
+        return None
+    return counted + tokens
 
 
 def vectors_of(response: Any, texts: Sequence[str], model: str) -> list[list[float]]:
