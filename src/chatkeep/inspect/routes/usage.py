@@ -1,6 +1,8 @@
 """The usage ledger: by tenant, session, purpose and model, over time (inline SVG), each
-table exportable as CSV, and the reconciliation of the ledger with the sessions' totals.
-Sessions' app keys and titles are masked like their text (a keyed reveal shows them)."""
+table exportable as CSV, and the reconciliation of the ledger with the sessions' totals;
+each tenant's quotas as they stand now (limit, spent, reserved, reservations in flight).
+Sessions' app keys and titles are masked like their text (a keyed reveal shows them);
+tenants and actors are the application's references, shown as on the rest of the page."""
 
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ from chatkeep.inspect.context import (
 from chatkeep.inspect.masking import Masker, Reveal
 from chatkeep.inspect.routes.reveal import list_page_routes
 from chatkeep.inspect.svg import bars, stacked_columns
+from chatkeep.quotas.windows import epoch, from_epoch, stored_window
+from chatkeep.store.inspection_quotas import QuotaLine, quota_lines
 from chatkeep.store.inspection_usage import (
     BUCKETS,
     UsageFilter,
@@ -34,7 +38,7 @@ from chatkeep.store.inspection_usage import (
     usage_over_time,
 )
 
-TABLES = ("tenants", "purposes", "models", "sessions", "time", "ledger")
+TABLES = ("tenants", "purposes", "models", "sessions", "time", "ledger", "quotas")
 #: Rows of a table shown on the page (its CSV has them all, up to ``CSV_ROWS``).
 SHOWN = 50
 CSV_ROWS = 100_000
@@ -62,6 +66,8 @@ def _tables(ins: Inspector, f: UsageFilter, bucket: str, limit: int, *,
     sessions = usage_by(engine, f, "session", limit=limit)
     time = usage_over_time(engine, f, bucket)
     ledger = ledger_lines(engine, f, limit=limit)
+    now = epoch(ins.keep.quotas.clock())
+    quotas = quota_lines(engine, f.tenant, now, limit=limit)
     return {
         "tenants": (["tenant", *TOKENS],
                     [[f"{r.key[0]}:{r.key[1]}", *sums(r)] for r in tenants]),
@@ -76,7 +82,28 @@ def _tables(ins: Inspector, f: UsageFilter, bucket: str, limit: int, *,
                    [[line.created_at.isoformat(), line.session_id, str(line.tenant),
                      line.purpose, line.model or "", line.prompt_tokens,
                      line.completion_tokens] for line in ledger]),
+        "quotas": (QUOTA_HEADER, [quota_row(q, now) for q in quotas]),
     }
+
+
+QUOTA_HEADER = ["tenant", "actor", "window", "quota_tokens", "spent_tokens",
+                "reserved_tokens", "remaining_tokens", "reservations", "expired", "resets_at"]
+
+
+def quota_row(q: QuotaLine, now: int) -> list[Any]:
+    """A quota as a row of the page: what its current window spent (0 once the stored
+    one ended), what is reserved, the reservations in flight (``expired``: past their
+    lease, waiting for the sweep) and when the window resets (a rolling window that
+    ended restarts with its next reservation)."""
+    window = stored_window(q.window_kind, q.window_seconds)
+    if not q.rolled:
+        resets = from_epoch(q.window_end).isoformat()
+    elif q.window_kind == "rolling":
+        resets = "with its next call"
+    else:
+        resets = from_epoch(window.end_after(now)).isoformat()
+    return [str(q.tenant), str(q.actor) if q.actor else "", str(window), q.tokens, q.spent,
+            q.reserved, q.remaining, q.held, q.expired, resets]
 
 
 def _csv(name: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Response:
@@ -147,7 +174,15 @@ def usage_page(request: Request, ins: Inspector, *, reveal: Reveal | None = None
         recon=reconcile(ins.engine, f.tenant, f.session_id),
         filtered=any((f.purpose, f.model, f.since, f.until)), revealed=revealed,
         reveal_message=reveal.message if reveal else None, csv_tables=TABLES,
-        title="Usage")
+        quota_default=_default_quota(ins), title="Usage")
+
+
+def _default_quota(ins: Inspector) -> str | None:
+    """The config's quota for a tenant without its own (``None``: not limited)."""
+    config = ins.keep.config.quotas
+    if config.default_tokens is None:
+        return None
+    return f"{config.default_tokens:,} tokens per {config.default_window}"
 
 
 ROUTES = list_page_routes("/usage", "usage", "usage", usage_page)
