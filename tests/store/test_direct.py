@@ -211,8 +211,9 @@ def test_the_driver_refuses_what_core_refuses_in_the_same_words(
         "SessionClosed"]
 
 
-LISTENED = {"sqlite": ["UPDATE", "INSERT", "SELECT", "SELECT"],
-            "postgresql": ["WITH", "SELECT", "SELECT"]}
+# (A built request ends with its replay manifest: the texts it names, then the manifest.)
+LISTENED = {"sqlite": ["UPDATE", "INSERT", "SELECT", "SELECT", "INSERT", "INSERT"],
+            "postgresql": ["WITH", "SELECT", "SELECT", "INSERT", "INSERT"]}
 
 
 def test_statement_listeners_see_every_statement(

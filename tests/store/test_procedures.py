@@ -199,6 +199,10 @@ def test_the_summary_compare_and_set_is_one_statement_in_a_transaction() -> None
     row = procedures.set_summary(script, "s1", 3, "s", 7)
     assert row is not None and row.summary_version == 4
     assert script.opened == ["transaction"]
-    assert script.ran == [(sql.SET_SUMMARY, {"b_session_id": "s1", "b_expected": 3,
-                                         "b_summary": "s", "b_watermark": 7})]
+    assert script.ran[0] == (sql.SET_SUMMARY, {"b_session_id": "s1", "b_expected": 3,
+                                           "b_summary": "s", "b_watermark": 7})
+    # ... and the summary kept at its version, in the same transaction (replay).
+    assert [(s, [{k: r[k] for k in ("version", "watermark", "summary")} for r in rows])
+            for s, rows in script.ran[1:]] == [
+        (sql.INSERT_SUMMARY_VERSION, [{"version": 4, "watermark": 7, "summary": "s"}])]
     assert procedures.set_summary(Script(), "s1", 3, "s", 7) is None  # the race was lost

@@ -25,8 +25,10 @@ from chatkeep.errors import InvalidDump
 from chatkeep.refs import Ref
 from chatkeep.store.dump_format import NUMBERED, row_ref
 
-_SESSION_CHILDREN = frozenset({"chat_messages", "chat_tool_calls", "chat_usage",
-                               "chat_folds"})
+_REPLAY = ("chat_summary_versions", "chat_replay_manifests", "chat_replay_texts")
+"""A session's replay records: of its tenant, at seqs it has."""
+_SESSION_CHILDREN = frozenset({"chat_checkpoints", "chat_messages", "chat_tool_calls", "chat_usage",
+                               "chat_folds", *_REPLAY})
 
 
 @dataclass(slots=True)
@@ -170,9 +172,14 @@ class Ownership:
                 raise InvalidDump(f"{where}: a usage line billed to another tenant than "
                                   "its session's")
             session.usage += row["prompt_tokens"] + row["completion_tokens"]
+        elif table == "chat_checkpoints" and \
+                row_ref(row, "tenant", f"{table}.tenant") != session.tenant:
+            raise InvalidDump(f"{where}: a checkpoint of another tenant than its session's")
         elif table == "chat_folds" and \
                 not 1 <= row["from_seq"] <= row["through_seq"] <= session.last_seq:
             raise InvalidDump(f"{where}: a fold of seqs the session does not have")
+        elif table in _REPLAY:
+            _replay_row(table, row, session, where)
 
     def _lifecycle(self, table: str, row: dict[str, Any]) -> None:
         """Holds, retention policies, erasures and their log, quotas and the reservations
@@ -218,3 +225,14 @@ class Ownership:
             self._successor = max(self._successor, successor)
         if row["source_session_id"] is not None:
             self._source(row["source_session_id"], tenant, f"memory {row['id']}")
+
+
+def _replay_row(table: str, row: dict[str, Any], session: _Session, where: str) -> None:
+    """A summary version, a manifest or a text of a session: its tenant's; a summary
+    version's watermark at a seq the session has (a manifest may name seqs a framework's
+    pop deleted since: its replay marks them erased)."""
+    if row_ref(row, "tenant", f"{table}.tenant") != session.tenant:
+        raise InvalidDump(f"{where}: of another tenant than its session's")
+    seq = row.get("watermark", 0)
+    if not 0 <= seq <= session.last_seq:
+        raise InvalidDump(f"{where}: at seq {seq}, which the session does not have")

@@ -35,6 +35,7 @@ from chatkeep.errors import ChatkeepError, InvalidDump
 from chatkeep.refs import Ref
 from chatkeep.store.rows import as_utc
 from chatkeep.store.schema import (
+    chat_checkpoints,
     chat_erased_items,
     chat_erasures,
     chat_folds,
@@ -42,9 +43,12 @@ from chatkeep.store.schema import (
     chat_lifecycle_log,
     chat_messages,
     chat_quotas,
+    chat_replay_manifests,
+    chat_replay_texts,
     chat_reservations,
     chat_retention,
     chat_sessions,
+    chat_summary_versions,
     chat_tool_calls,
     chat_usage,
     memories,
@@ -62,9 +66,10 @@ from chatkeep.validation import (
 FORMAT = "chatkeep.dump/2"
 """The format a dump's header names (``chatkeep.dump/1`` had no trailer and kept ids)."""
 TABLES: tuple[Table, ...] = (chat_sessions, chat_messages, chat_tool_calls, chat_usage,
-                             chat_folds, memories, chat_holds, chat_retention, chat_erasures,
+                             chat_folds, chat_summary_versions, chat_replay_manifests,
+                             chat_replay_texts, memories, chat_holds, chat_retention, chat_erasures,
                              chat_erased_items, chat_lifecycle_log, chat_quotas,
-                             chat_reservations)
+                             chat_reservations, chat_checkpoints)
 """What a dump holds, parents first (a restore inserts in this order)."""
 DERIVED = ("memory_vectors",)
 """Tables a dump leaves out because they are rebuilt from the others."""
@@ -79,12 +84,14 @@ NUMBER_REFS = {("memories", "superseded_by"): "memories",
 ROLES = frozenset({"user", "assistant", "tool", "system"})
 PURPOSES = frozenset({"chat", "summary", "distil", "manual"})
 SCOPES = frozenset({"tenant", "subject", "personal"})
-_REFS = {"chat_sessions": ("tenant", "actor", "subject"), "chat_usage": ("tenant",),
+_REFS = {"chat_checkpoints": ("tenant",),
+         "chat_sessions": ("tenant", "actor", "subject"), "chat_usage": ("tenant",),
          "memories": ("tenant", "subject", "actor"),
          "chat_holds": ("tenant", "actor", "subject"), "chat_retention": ("tenant",),
          "chat_erasures": ("tenant",), "chat_erased_items": ("tenant",),
          "chat_lifecycle_log": ("tenant",), "chat_quotas": ("tenant", "actor"),
-         "chat_reservations": ("tenant",)}
+         "chat_reservations": ("tenant",), "chat_summary_versions": ("tenant",),
+         "chat_replay_manifests": ("tenant",), "chat_replay_texts": ("tenant",)}
 
 
 def columns(table: Table) -> frozenset[str]:

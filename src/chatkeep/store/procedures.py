@@ -29,6 +29,7 @@ from chatkeep.store.rows import (
     new_messages,
     session_from_row,
     split_at,
+    utcnow,
 )
 from chatkeep.store.schema import ref_values
 from chatkeep.store.statements import (
@@ -39,6 +40,7 @@ from chatkeep.store.statements import (
     CLAIM_SEQ,
     INSERT_FOLD,
     INSERT_MESSAGE,
+    INSERT_SUMMARY_VERSION,
     INSERT_TOOL_CALL,
     INSERT_USAGE,
     LOCK_METADATA,
@@ -51,6 +53,9 @@ from chatkeep.store.statements import (
     marks_elsewhere,
     marks_held,
 )
+
+TENANT_COLUMNS = ("tenant_type", "tenant_id", "tenant_id_int")
+"""A session row's tenant, at positions 1-3 of its columns."""
 
 Batch = Sequence[tuple[MessageDraft, int | None, BilledUsage | None]]
 """An append's messages: each draft, its token count and the usage to bill with it."""
@@ -225,11 +230,17 @@ def set_summary(transport: Transport, session_id: str, expected_version: int, su
     """A fold's compare-and-set, in a transaction of its own: the new row, or ``None``
     when another writer moved ``summary_version`` first. ``fold`` (``from_seq``,
     ``calls``, ``prompt_tokens``, ``completion_tokens``, ``model``) is recorded with it in
-    ``chat_folds``: the seqs the fold took and what it cost."""
+    ``chat_folds``: the seqs the fold took and what it cost. The summary is kept at its
+    version too (``chat_summary_versions``), so a past request can be rebuilt."""
     with transport.transaction() as ex:
         found = ex.rows(SET_SUMMARY, {"b_session_id": session_id,
                                       "b_expected": expected_version,
                                       "b_summary": summary, "b_watermark": watermark})
+        if found:
+            tenant = dict(zip(TENANT_COLUMNS, tuple(found[0])[1:4], strict=True))
+            ex.many(INSERT_SUMMARY_VERSION, [{
+                "session_id": session_id, **tenant, "version": expected_version + 1,
+                "watermark": watermark, "summary": summary, "created_at": now or utcnow()}])
         if found and fold is not None:
             ex.many(INSERT_FOLD, [{"session_id": session_id, "version": expected_version + 1,
                                    "through_seq": watermark, "created_at": now, **fold}])

@@ -366,3 +366,52 @@ chat_reservations = Table(
 )
 """A call's reservation until it is settled or released; one whose lease ended is counted
 at its reserved amount by the sweep (a worker killed mid-call)."""
+
+# -- replay (issue 34 part 2): what each built request was made from ----------------------
+# A summary's every version is kept (the fold's compare-and-set writes it), so a past
+# request can be rebuilt from the store alone; the manifests hold no personal content
+# (ids, seqs, counts, hashes); the texts a manifest names by digest (the system prompt,
+# a literal memory, the chat config) are kept once per distinct value per session.
+
+chat_summary_versions = Table(
+    "chat_summary_versions",
+    metadata,
+    Column("session_id", String(36), ForeignKey("chat_sessions.id", ondelete="CASCADE"),
+           nullable=False),
+    *_ref_columns("tenant", nullable=False),
+    Column("version", Integer, nullable=False),  # the summary_version it was stored at
+    Column("watermark", Integer, nullable=False),
+    Column("summary", Text, nullable=False),  # its stored form
+    Column("created_at", TS, nullable=False),
+    PrimaryKeyConstraint("session_id", "version", name="pk_chat_summary_versions"),
+)
+"""Each summary a session had, at the version its fold stored it (never overwritten)."""
+
+chat_replay_manifests = Table(
+    "chat_replay_manifests",
+    metadata,
+    Column("session_id", String(36), ForeignKey("chat_sessions.id", ondelete="CASCADE"),
+           nullable=False),
+    *_ref_columns("tenant", nullable=False),
+    Column("turn", Integer, nullable=False),  # 1, 2, ... per session
+    Column("last_seq", Integer, nullable=False),  # the newest message the request read
+    Column("created_at", TS, nullable=False),
+    # The compact manifest (chatkeep.history.manifest); NULL: the requests built before
+    # the database had replay (through last_seq), which have none.
+    Column("manifest", Text, nullable=True),
+    PrimaryKeyConstraint("session_id", "turn", name="pk_chat_replay_manifests"),
+)
+"""One row per request chatkeep built for a session: what rebuilds it byte for byte."""
+
+chat_replay_texts = Table(
+    "chat_replay_texts",
+    metadata,
+    Column("session_id", String(36), ForeignKey("chat_sessions.id", ondelete="CASCADE"),
+           nullable=False),
+    *_ref_columns("tenant", nullable=False),
+    Column("digest", String(32), nullable=False),
+    Column("body", Text, nullable=False),
+    PrimaryKeyConstraint("session_id", "digest", name="pk_chat_replay_texts"),
+)
+"""The texts manifests name by digest (system prompts, literal memories, the chat config
+as it was), once per distinct value per session."""

@@ -36,6 +36,7 @@ from chatkeep.store.schema import (
     chat_folds,
     chat_messages,
     chat_sessions,
+    chat_summary_versions,
     chat_tool_calls,
     chat_usage,
 )
@@ -137,6 +138,7 @@ SET_METADATA = (update(chat_sessions).where(_S.id == bindparam("b_session_id"))
                 .returning(chat_sessions))
 """Write the session's metadata; the row after it."""
 INSERT_FOLD = insert(chat_folds)
+INSERT_SUMMARY_VERSION = insert(chat_summary_versions)
 INSERT_MESSAGE = insert(chat_messages)
 INSERT_TOOL_CALL = insert(chat_tool_calls)
 INSERT_USAGE = insert(chat_usage)

@@ -1,0 +1,169 @@
+"""The replay's SQL: record a built request's manifest, read back what rebuilds it.
+
+A manifest is written in one short transaction with the texts it names (each once per
+session: ``INSERT`` that leaves an existing row alone); its turn is the session's next
+(``MAX(turn) + 1`` in the insert itself; on PostgreSQL two writers of one session that
+meet on the key try again). The reads take only what one past request needs: its
+summary version, the messages of its seq range as they stood then (a message stored or
+retracted after the request was not in it), the texts and memory rows it names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Engine, Integer, bindparam, func, insert, literal, or_, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+
+from chatkeep.errors import StoreError
+from chatkeep.messages import Message
+from chatkeep.refs import Ref
+from chatkeep.store.connections import reading, transaction
+from chatkeep.store.rows import as_utc, message_from_row, split_at
+from chatkeep.store.schema import (
+    chat_messages,
+    chat_replay_manifests,
+    chat_replay_texts,
+    chat_summary_versions,
+    memories,
+    ref_filter,
+    ref_values,
+)
+from chatkeep.store.statements import MESSAGE_COLUMNS
+
+__all__ = ["ManifestRow", "PastMemory", "PastState", "read_manifest", "read_past",
+           "record_manifest", "turns"]
+
+_M = chat_replay_manifests.c
+_NEXT_TURN = select(func.coalesce(func.max(_M.turn), 0) + 1).where(
+    _M.session_id == bindparam("b_session_id")).scalar_subquery()
+_ATTEMPTS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestRow:
+    """One turn's row: its number, the newest seq it read, when, and its manifest
+    (``None``: the requests built before the database had replay)."""
+
+    turn: int
+    last_seq: int
+    created_at: datetime
+    manifest: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PastMemory:
+    """A recalled memory's row as it is now (its text never changes)."""
+
+    id: int
+    content: str
+    sealed_pii: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PastState:
+    """What the store still holds of one past request's inputs."""
+
+    summary: str | None
+    """The summary at the request's version (``None``: none, or erased)."""
+    summary_found: bool
+    pinned: list[Message]
+    messages: list[Message]
+    texts: dict[str, str]
+    memories: dict[int, PastMemory]
+
+
+def record_manifest(engine: Engine, session_id: str, tenant: Ref, last_seq: int,
+                    manifest: str, texts: Mapping[str, str], now: datetime) -> int:
+    """Store a request's manifest as the session's next turn, with the texts it names
+    (kept once per session); returns the turn."""
+    owner = {"session_id": session_id, **ref_values("tenant", tenant)}
+    dialect_insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+    put_texts = dialect_insert(chat_replay_texts).on_conflict_do_nothing()
+    put_manifest = insert(chat_replay_manifests).from_select(
+        ["session_id", "tenant_type", "tenant_id", "tenant_id_int", "turn", "last_seq",
+         "created_at", "manifest"],
+        select(literal(session_id), literal(owner["tenant_type"]),
+               literal(owner["tenant_id"]), literal(owner["tenant_id_int"]),
+               _NEXT_TURN, literal(last_seq, Integer()),
+               literal(now, chat_replay_manifests.c.created_at.type), literal(manifest))
+    ).returning(_M.turn)
+    for attempt in range(_ATTEMPTS):
+        try:
+            with transaction(engine) as conn:
+                if texts:
+                    conn.execute(put_texts, [{**owner, "digest": digest, "body": body}
+                                             for digest, body in texts.items()])
+                return int(conn.execute(put_manifest, {"b_session_id": session_id})
+                           .scalar_one())
+        except IntegrityError as exc:  # two writers of one session took the same turn
+            if attempt == _ATTEMPTS - 1:
+                raise StoreError(f"session {session_id}: the request's manifest could not "
+                                 f"take a turn number in {_ATTEMPTS} attempts") from exc
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def read_manifest(engine: Engine, session_id: str, turn: int) -> ManifestRow | None:
+    """Turn ``turn`` of the session (``turn < 0`` counts from the newest: -1 is the
+    last), or ``None`` when it has no such turn."""
+    query = select(_M.turn, _M.last_seq, _M.created_at, _M.manifest).where(
+        _M.session_id == session_id)
+    if turn > 0:
+        query = query.where(_M.turn == turn)
+    else:
+        query = query.order_by(_M.turn.desc()).offset(-turn - 1).limit(1)
+    with reading(engine) as conn:
+        row = conn.execute(query).first()
+    if row is None:
+        return None
+    return ManifestRow(int(row[0]), int(row[1]), as_utc(row[2]) or row[2], row[3])
+
+
+def turns(engine: Engine, session_id: str, *, after: int = 0,
+          limit: int = 100) -> list[ManifestRow]:
+    """The session's turns after turn ``after``, oldest first, at most ``limit``."""
+    query = (select(_M.turn, _M.last_seq, _M.created_at, _M.manifest)
+             .where(_M.session_id == session_id, _M.turn > after)
+             .order_by(_M.turn).limit(limit))
+    with reading(engine) as conn:
+        return [ManifestRow(int(r[0]), int(r[1]), as_utc(r[2]) or r[2], r[3])
+                for r in conn.execute(query)]
+
+
+def read_past(engine: Engine, session_id: str, tenant: Ref, *, summary_version: int, watermark: int,
+              last_seq: int, at: datetime, digests: Sequence[str],
+              memory_ids: Sequence[int]) -> PastState:
+    """What rebuilds one past request, on one connection: the summary of version
+    ``summary_version`` (the newest version at or below it: a retraction moves the
+    version, not the text), the session's system messages at or below ``watermark`` and
+    its messages in ``watermark+1..last_seq`` as they stood at ``at``, the texts
+    ``digests`` name and the memory rows of ``tenant`` ``memory_ids`` name (what is gone
+    is missing)."""
+    m, v = chat_messages.c, chat_summary_versions.c
+    as_then = [m.session_id == session_id, m.seq <= last_seq, m.created_at <= at,
+               or_(m.retracted_at.is_(None), m.retracted_at > at)]
+    in_range = or_(m.seq > watermark, m.role == "system")
+    with reading(engine) as conn:
+        summary, found = None, watermark == 0
+        if watermark > 0:
+            row = conn.execute(select(v.summary, v.watermark).where(
+                v.session_id == session_id, v.version <= summary_version)
+                .order_by(v.version.desc()).limit(1)).first()
+            if row is not None and int(row[1]) == watermark:
+                summary, found = row[0], True
+        raws = conn.execute(select(*MESSAGE_COLUMNS).where(*as_then, in_range)
+                            .order_by(m.seq)).all()
+        texts = {r[0]: r[1] for r in conn.execute(
+            select(chat_replay_texts.c.digest, chat_replay_texts.c.body).where(
+                chat_replay_texts.c.session_id == session_id,
+                chat_replay_texts.c.digest.in_(list(digests))))} if digests else {}
+        rows = conn.execute(select(memories.c.id, memories.c.content, memories.c.pii)
+                            .where(memories.c.id.in_(list(memory_ids)),
+                                   ref_filter(memories, "tenant", tenant))).all() \
+            if memory_ids else []
+    pinned, after = split_at([message_from_row(r) for r in raws], watermark)
+    return PastState(summary, found, pinned, after, texts,
+                     {int(r[0]): PastMemory(int(r[0]), r[1], r[2]) for r in rows})
