@@ -45,6 +45,7 @@ from chatkeep.observability import configure as configure_telemetry
 from chatkeep.privacy.detector import Recognizer
 from chatkeep.privacy.guard import PrivacyGuard
 from chatkeep.quotas import QuotaService
+from chatkeep.quotas.service import SWEEP_JOB as QUOTA_SWEEP_JOB
 from chatkeep.refs import Ref, require_ref
 from chatkeep.sessions import SessionService
 from chatkeep.store.connections import ensure_started, on_first_use, store_error
@@ -155,7 +156,13 @@ class Chatkeep:
 
     def job_handlers(self) -> dict[str, Any]:
         """Job name -> handler taking a session id (what dispatchers and workers run)."""
-        return {DISTIL_JOB: self._run_distil_job, FOLD_JOB: self._run_fold_job}
+        return {DISTIL_JOB: self._run_distil_job, FOLD_JOB: self._run_fold_job,
+                QUOTA_SWEEP_JOB: self._run_quota_sweep_job}
+
+    def _run_quota_sweep_job(self, session_id: str) -> None:
+        """The ``"quota_sweep"`` job: end the quota reservations whose lease ended (the
+        session id a job carries is unused)."""
+        self.quotas.run_job(session_id)
 
     def _run_distil_job(self, session_id: str) -> None:
         """The ``"distil"`` job: a job queued before its session was deleted (or its actor

@@ -39,6 +39,7 @@ log = logging.getLogger("chatkeep.jobs.celery")
 RUN_JOB = "chatkeep.run_job"
 SWEEP = "chatkeep.sweep"
 RETENTION = "chatkeep.retention_sweep"
+QUOTA_SWEEP = "chatkeep.quota_sweep"
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 
 KeepFactory = Callable[[], "Chatkeep"]
@@ -54,6 +55,13 @@ def retention_schedule(every: timedelta = timedelta(hours=1)) -> dict[str, Any]:
     every ``every``; concurrent runs do no double work."""
     return {"chatkeep-retention-sweep": {"task": RETENTION,
                                          "schedule": every.total_seconds()}}
+
+
+def quota_sweep_schedule(every: timedelta = timedelta(minutes=1)) -> dict[str, Any]:
+    """A ``beat_schedule`` entry that runs the reservation sweep (``keep.quotas.sweep``:
+    the reservations whose lease ended, counted or released) every ``every``; concurrent
+    runs end each reservation once."""
+    return {"chatkeep-quota-sweep": {"task": QUOTA_SWEEP, "schedule": every.total_seconds()}}
 
 
 class CeleryDispatcher:
@@ -133,22 +141,31 @@ def _retention_sweep() -> int:
     return 0 if retention is None else int(retention.sweep().sessions)
 
 
+def _quota_sweep() -> int:
+    """End the quota reservations whose lease ended (a worker killed mid-call); how many
+    it ended."""
+    quotas = getattr(worker_keep(), "quotas", None)
+    return 0 if quotas is None else int(quotas.sweep())
+
+
 def install_tasks(celery_app: Celery, *, max_retries: int = 8) -> None:
     """Register chatkeep's tasks on ``celery_app`` with late acks and retries."""
     celery_app.task(name=RUN_JOB, bind=True, acks_late=True, reject_on_worker_lost=True,
                     max_retries=max_retries)(_run_job)
     celery_app.task(name=SWEEP, acks_late=True)(_sweep)
     celery_app.task(name=RETENTION, acks_late=True)(_retention_sweep)
+    celery_app.task(name=QUOTA_SWEEP, acks_late=True)(_quota_sweep)
 
 
 def make_app(broker: str | None = None, *, name: str = "chatkeep",
              sweep_every: timedelta | None = timedelta(minutes=1),
              retention_every: timedelta | None = timedelta(hours=1),
+             quota_sweep_every: timedelta | None = timedelta(minutes=1),
              **conf: Any) -> Celery:
     """A Celery app with chatkeep's tasks on queue ``CHATKEEP_CELERY_QUEUE`` (default
     ``chatkeep``), late acks, one prefetched job per worker process, and (by default)
-    the memory sweep and the retention sweep on the beat schedule. ``conf`` overrides any
-    Celery setting."""
+    the memory sweep, the retention sweep and the quota reservation sweep on the beat
+    schedule (``None`` leaves one out). ``conf`` overrides any Celery setting."""
     celery_app = Celery(name, broker=broker or os.environ.get("CHATKEEP_CELERY_BROKER",
                                                                DEFAULT_BROKER))
     settings: dict[str, Any] = {
@@ -160,6 +177,8 @@ def make_app(broker: str | None = None, *, name: str = "chatkeep",
         "broker_connection_retry_on_startup": True,
         "beat_schedule": {**(sweep_schedule(sweep_every) if sweep_every else {}),
                           **(retention_schedule(retention_every) if retention_every
+                             else {}),
+                          **(quota_sweep_schedule(quota_sweep_every) if quota_sweep_every
                              else {})},
     }
     visibility = os.environ.get("CHATKEEP_CELERY_VISIBILITY_TIMEOUT")

@@ -34,6 +34,8 @@ log = logging.getLogger("chatkeep.quotas")
 
 PURPOSES = ("chat", "summary", "distil", "embedding", "manual")
 """What a reservation is for (as the ledger's purposes)."""
+SWEEP_JOB = "quota_sweep"
+"""The dispatcher job that runs :meth:`QuotaService.sweep` (it carries no session)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,3 +215,9 @@ class QuotaService:
             log.info("quotas: ended %d reservation%s whose lease ended", ended,
                      "" if ended == 1 else "s")
         return ended
+
+    def run_job(self, _session_id: str = "") -> None:
+        """The ``"quota_sweep"`` job (any dispatcher: inline, thread pool, Celery's
+        ``run_job``): :meth:`sweep`; the session id a job carries is unused. Returns
+        nothing, so a queue's result backend never has to serialise a result."""
+        self.sweep()
