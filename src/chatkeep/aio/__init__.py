@@ -6,6 +6,7 @@ does. One implementation of every rule serves both (see :mod:`chatkeep.aio.bridg
 
 from chatkeep.aio.app import AsyncChatkeep
 from chatkeep.aio.dispatch import TaskDispatcher
+from chatkeep.aio.lifecycle import AsyncHoldService, AsyncRetentionService
 from chatkeep.aio.quotas import AsyncQuotaService, AsyncReservation
 from chatkeep.aio.services import AsyncHistoryCompressor, AsyncMemoryService, AsyncPrivacyGuard
 from chatkeep.aio.sessions import AsyncChatSession, AsyncSessionService
@@ -18,11 +19,13 @@ __all__ = [
     "AsyncChatSession",
     "AsyncChatkeep",
     "AsyncHistoryCompressor",
+    "AsyncHoldService",
     "AsyncMemoryService",
     "AsyncOpenAIChatModel",
     "AsyncPrivacyGuard",
     "AsyncQuotaService",
     "AsyncReservation",
+    "AsyncRetentionService",
     "AsyncSessionService",
     "KeepClosed",
     "TaskDispatcher",
