@@ -26,7 +26,7 @@ from chatkeep.aio import AsyncChatkeep
 from chatkeep.errors import InvalidArgument
 from chatkeep.integrations.langchain import ChatkeepMiddleware, ChatkeepSaver
 from chatkeep.integrations.langchain.messages import LANGCHAIN_ID
-from chatkeep.integrations.langchain.saver import STATE_KEY
+from chatkeep.store.schema import chat_checkpoints
 
 ORG7, ORG8 = Ref("organization", 7), Ref("organization", 8)
 USER = Ref("user", 3)
@@ -70,13 +70,18 @@ def state_of(keep: Chatkeep | AsyncChatkeep, agent: Any, cfg: RunnableConfig) ->
     return asyncio.run(agent.aget_state(cfg))
 
 
-def stored_state(db_url: str, tenant: Ref = ORG7, thread: str = THREAD) -> dict[str, Any]:
-    """The saver's stored state of a thread, read with a plain keep."""
+def stored_rows(db_url: str, tenant: Ref = ORG7, thread: str = THREAD,
+                ) -> list[dict[str, Any]]:
+    """The saver's stored rows of a thread (root namespace, oldest first), read with a
+    plain keep: ``checkpoint`` (JSON text, ``None`` once pruned), ``blobs``, ``writes``."""
     with Chatkeep(db_url) as reader:
         row = reader.repository.find_session(thread, tenant)
         assert row is not None
-        state: dict[str, Any] = row.metadata[STATE_KEY]
-        return state
+        c = chat_checkpoints.c
+        with reader.engine.connect() as conn:
+            found = conn.execute(chat_checkpoints.select().where(
+                c.session_id == row.id, c.ns == "").order_by(c.checkpoint_id))
+            return [dict(r._mapping) for r in found]
 
 
 def open_keep(db_url: str, driven: str) -> Any:
@@ -121,51 +126,31 @@ def test_turns_recorded_once_and_state_read_back_from_the_log(db_url: str,
         marks = [m.metadata.get(LANGCHAIN_ID) for m in session.read_messages()]
         assert len(marks) == len(set(marks)) == len(final)  # each message stored once
     # The newest messages blob refers to the log for all but the last step's output.
-    space = stored_state(db_url)["ns"][""]
-    newest = max((k for k in space["b"] if json.loads(k)[0] == "messages"),
+    blobs = {k: v for row in stored_rows(db_url) for k, v in json.loads(row["blobs"]).items()}
+    newest = max((k for k in blobs if json.loads(k)[0] == "messages"),
                  key=lambda k: json.loads(k)[1])
-    parts = json.loads(space["b"][newest][1])
+    parts = json.loads(blobs[newest][1])
     assert isinstance(parts[0], list) and parts[0][0] == 1
     inline = [p for p in parts if isinstance(p, dict)]
     assert len(inline) <= 1
 
 
-def checkpoint_bytes(state: dict[str, Any]) -> list[int]:
-    """The stored bytes of each checkpoint: its entry, its writes and the blobs first
-    stored with it (the versions it names that its parent did not)."""
-    space = state["ns"][""]
-    sizes = []
-    for checkpoint_id, entry in sorted(space["cp"].items()):
-        size = len(json.dumps(entry)) + len(json.dumps(space["w"].get(checkpoint_id, [])))
-        parent = space["cp"].get(entry["p"]) if entry["p"] else None
-        own = set(space["b"]) - set(_blob_keys(parent)) if parent else set()
-        size += sum(len(json.dumps(space["b"][k])) for k in own & set(_blob_keys(entry)))
-        sizes.append(size)
-    return sizes
-
-
-def _blob_keys(entry: dict[str, Any] | None) -> list[str]:
-    import base64
-
-    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-
-    if entry is None:
-        return []
-    checkpoint = JsonPlusSerializer().loads_typed((entry["c"][0],
-                                                   base64.b64decode(entry["c"][1])))
-    return [json.dumps([c, v], separators=(",", ":"))
-            for c, v in checkpoint["channel_versions"].items()]
+def checkpoint_bytes(rows: list[dict[str, Any]]) -> list[int]:
+    """The stored bytes of each checkpoint's row: its checkpoint, its writes and the
+    values first stored with it (the versions it made)."""
+    return [len(r["checkpoint"]) + len(r["writes"] or "") + len(r["blobs"])
+            for r in rows if r["checkpoint"] is not None]
 
 
 def test_checkpoint_size_flat_in_the_threads_length(db_url: str) -> None:
     with Chatkeep(db_url, dispatcher="inline") as keep:
         agent = build(keep, ChatkeepSaver(keep, tenant=ORG7))
         turns(keep, agent, 4)  # one of each question's shape (one to three cities)
-        early = checkpoint_bytes(stored_state(db_url))
+        early = checkpoint_bytes(stored_rows(db_url))
         turns(keep, agent, 16, start=4)
-        written = len(checkpoint_bytes(stored_state(db_url)))
+        written = len(checkpoint_bytes(stored_rows(db_url)))
         turns(keep, agent, 4, start=20)  # the same four shapes, on a thread 6x as long
-        late = checkpoint_bytes(stored_state(db_url))[written:]
+        late = checkpoint_bytes(stored_rows(db_url))[written:]
         messages = len(state_of(keep, agent, run_config()).values["messages"])
     assert messages > 100 and len(late) == len(early)
     # The largest checkpoint of the last four turns is no bigger (a few bytes for longer
@@ -301,9 +286,13 @@ def test_keep_last_bounds_a_threads_checkpoints(db_url: str) -> None:
         outs = turns(keep, agent, 3)
         history = list(agent.get_state_history(run_config()))
         state = agent.get_state(run_config())
-    space = stored_state(db_url)["ns"][""]
-    assert len(space["cp"]) == 3 and len(history) == 3
-    assert set(space["w"]) <= set(space["cp"])
+    rows = stored_rows(db_url)
+    kept = {r["checkpoint_id"] for r in rows if r["checkpoint"] is not None}
+    assert len(kept) == 3 and len(history) == 3
+    assert {r["checkpoint_id"] for r in rows if r["writes"] is not None} <= kept
+    # A dropped checkpoint's row stays only for values a kept one reads.
+    read = {h for r in rows if r["checkpoint"] is not None for h in json.loads(r["holders"])}
+    assert {r["checkpoint_id"] for r in rows} - kept <= read
     # The newest checkpoint still holds the whole thread (its messages from the log).
     assert [m.id for m in state.values["messages"]] == [m.id for m in outs[-1]["messages"]]
     assert sum(isinstance(m, HumanMessage) for m in outs[-1]["messages"]) == 3

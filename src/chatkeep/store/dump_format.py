@@ -35,6 +35,7 @@ from chatkeep.errors import ChatkeepError, InvalidDump
 from chatkeep.refs import Ref
 from chatkeep.store.rows import as_utc
 from chatkeep.store.schema import (
+    chat_checkpoints,
     chat_erased_items,
     chat_erasures,
     chat_folds,
@@ -68,7 +69,7 @@ TABLES: tuple[Table, ...] = (chat_sessions, chat_messages, chat_tool_calls, chat
                              chat_folds, chat_summary_versions, chat_replay_manifests,
                              chat_replay_texts, memories, chat_holds, chat_retention, chat_erasures,
                              chat_erased_items, chat_lifecycle_log, chat_quotas,
-                             chat_reservations)
+                             chat_reservations, chat_checkpoints)
 """What a dump holds, parents first (a restore inserts in this order)."""
 DERIVED = ("memory_vectors",)
 """Tables a dump leaves out because they are rebuilt from the others."""
@@ -83,7 +84,8 @@ NUMBER_REFS = {("memories", "superseded_by"): "memories",
 ROLES = frozenset({"user", "assistant", "tool", "system"})
 PURPOSES = frozenset({"chat", "summary", "distil", "manual"})
 SCOPES = frozenset({"tenant", "subject", "personal"})
-_REFS = {"chat_sessions": ("tenant", "actor", "subject"), "chat_usage": ("tenant",),
+_REFS = {"chat_checkpoints": ("tenant",),
+         "chat_sessions": ("tenant", "actor", "subject"), "chat_usage": ("tenant",),
          "memories": ("tenant", "subject", "actor"),
          "chat_holds": ("tenant", "actor", "subject"), "chat_retention": ("tenant",),
          "chat_erasures": ("tenant",), "chat_erased_items": ("tenant",),

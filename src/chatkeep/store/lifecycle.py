@@ -47,6 +47,7 @@ from chatkeep.store.connections import (
 from chatkeep.store.memory_index import FTS_TABLE, VECTOR_TABLE, vector_table_exists
 from chatkeep.store.rows import as_utc, message_from_row, utcnow
 from chatkeep.store.schema import (
+    chat_checkpoints,
     chat_erased_items,
     chat_erasures,
     chat_folds,
@@ -486,7 +487,7 @@ class LifecycleStore:
         """Every row of the session, in this transaction: messages, tool calls, folds,
         its memories (those carrying values or personal to its actor; the others
         unlinked), the ledger's link, then the row (summary, vault, key, title, metadata
-        and integration state with it)."""
+        and integration state with it), and its LangGraph checkpoints."""
         session_id, actor, _ = parties
         m = memories.c
         counts = dict.fromkeys(SURFACES, 0)
@@ -502,6 +503,8 @@ class LifecycleStore:
             chat_tool_calls.c.session_id == session_id)).rowcount
         counts["folds"] = conn.execute(delete(chat_folds).where(
             chat_folds.c.session_id == session_id)).rowcount
+        conn.execute(delete(chat_checkpoints).where(  # LangGraph's, with their values
+            chat_checkpoints.c.session_id == session_id))
         _delete_replay(conn, session_id)
         own = [m.source_session_id == session_id, m.pii.is_not(None)]
         if actor is not None:

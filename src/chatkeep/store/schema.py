@@ -328,6 +328,34 @@ chat_lifecycle_log = Table(
 """Who did what, when, to which scope, with what counts: the record of deletes,
 erasures, holds and sweeps (no personal content)."""
 
+# -- LangGraph checkpoints (issue 37 item 3, migration 0016): ChatkeepSaver's ----------------
+# One row per checkpoint, written once (a step's write is one INSERT, whatever the
+# thread's length); its channel values are stored with the checkpoint that made their
+# version, and each checkpoint names the rows holding the versions it reads.
+
+chat_checkpoints = Table(
+    "chat_checkpoints",
+    metadata,
+    Column("session_id", String(36), ForeignKey("chat_sessions.id", ondelete="CASCADE"),
+           nullable=False),
+    *_ref_columns("tenant", nullable=False),
+    Column("ns", String(255), nullable=False),  # the checkpoint namespace ("": the root)
+    Column("checkpoint_id", String(64), nullable=False),
+    Column("parent_id", String(64), nullable=True),
+    # The checkpoint and its metadata (LangGraph's serializer), the channel versions it
+    # reads and which rows hold them (JSON); NULL: dropped by keep_last or prune, the
+    # row kept only for the values a kept checkpoint reads from it.
+    Column("checkpoint", Text, nullable=True),
+    Column("holders", Text, nullable=False),  # JSON: the checkpoint ids it reads from
+    Column("blobs", Text, nullable=False),  # JSON: the channel values of its new versions
+    Column("writes", Text, nullable=True),  # JSON: the pending writes of its tasks
+    Column("created_at", TS, nullable=False),
+    PrimaryKeyConstraint("session_id", "ns", "checkpoint_id", name="pk_chat_checkpoints"),
+    Index("ix_chat_checkpoints_tenant", "tenant_type", "tenant_id", "session_id"),
+)
+"""A LangGraph checkpoint of a session's thread (``ChatkeepSaver``): its messages are
+references into the session's log, its other channels LangGraph's serialized values."""
+
 # -- quotas (issue 33): a tenant's token quota and the reservations held on it -------------
 # Windows are whole epoch seconds (UTC), so a window's roll-over is the same arithmetic on
 # both databases.

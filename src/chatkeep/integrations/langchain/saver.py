@@ -1,8 +1,9 @@
 """``ChatkeepSaver``: a LangGraph checkpointer on chatkeep's store, scoped by tenant.
 
-A thread's checkpoints live in the thread's chatkeep session (the session named by its
+A thread's checkpoints belong to the thread's chatkeep session (the session named by its
 ``thread_id``, the one :class:`~chatkeep.integrations.langchain.ChatkeepMiddleware`
-records into), as integration state in the session's metadata::
+records into), one row each in ``chat_checkpoints`` (:mod:`chatkeep.store.checkpoints`),
+written once::
 
     agent = create_agent(model, tools, middleware=[ChatkeepMiddleware(keep)],
                          checkpointer=ChatkeepSaver(keep))
@@ -73,8 +74,7 @@ from chatkeep.integrations.langchain.keeps import check_keep, is_async_keep
 from chatkeep.integrations.langchain.messages import LANGCHAIN_ID
 from chatkeep.messages import Message, Role
 from chatkeep.refs import Ref
-from chatkeep.store.procedures import KEEP_STATE, REMOVE_STATE
-from chatkeep.store.rows import SessionRow
+from chatkeep.store.checkpoints import CheckpointRow, CheckpointStore
 from chatkeep.validation import check_int
 
 if TYPE_CHECKING:
@@ -82,8 +82,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ChatkeepSaver"]
 
-#: The session metadata key the checkpoints of a thread are kept under.
-STATE_KEY = "langgraph"
 #: The serializer type of a messages channel stored as references into the log.
 LOG_TYPE = "chatkeep-log"
 #: Where LangGraph puts a run's ``Runtime`` in the config it hands a checkpointer
@@ -93,8 +91,6 @@ RUNTIME_KEY = "__pregel_runtime"
 LOGS_KEPT = 256
 #: Sessions whose last written or read messages a saver keeps (an LRU).
 STATES_KEPT = 32
-#: Sessions read per page when ``list`` runs over all of a tenant's threads.
-PAGE = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +122,8 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
     the same way) are what a thread's session is created with when the checkpointer
     opens it first (before the middleware's first recording): the run's own.
     ``keep_last``: keep only the newest checkpoints of each thread and namespace
-    (``None``, the default, keeps them all, as LangGraph's savers do); a thread's
-    checkpoints live in one value, so a bound keeps each write short on a long thread.
+    (``None``, the default, keeps them all, as LangGraph's savers do; each step's write
+    is one row either way), dropped in the step's own transaction.
     """
 
     def __init__(self, keep: Chatkeep | AsyncChatkeep, *, tenant: Ref | str | None = None,
@@ -144,6 +140,9 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
         self._logs: OrderedDict[str, _Log] = OrderedDict()
         self._encoded: OrderedDict[str, tuple[builtins.list[BaseMessage],
                                               builtins.list[tuple[Any, int]]]] = OrderedDict()
+        self._holders: OrderedDict[tuple[str, str], tuple[str, dict[str, str]]] = \
+            OrderedDict()
+        self._checkpoints: CheckpointStore | None = None
 
     def scoped(self, tenant: Ref | str) -> ChatkeepSaver:
         """This saver for one tenant (what ``delete_thread``, which gets no config, needs
@@ -152,6 +151,7 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
                               subject=self.subject, keep_last=self.keep_last,
                               serde=self.serde)
         saver._logs, saver._encoded = self._logs, self._encoded
+        saver._holders, saver._checkpoints = self._holders, self._checkpoints
         return saver
 
     # -- whose thread ---------------------------------------------------------------------
@@ -275,66 +275,55 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
 
     # -- the flow, over the sync core ----------------------------------------------------
 
+    def _store(self, core: Chatkeep) -> CheckpointStore:
+        store = self._checkpoints
+        if store is None or store.engine is not core.engine:
+            store = self._checkpoints = CheckpointStore(core.engine, core.repository.clock)
+        return store
+
     def _get(self, core: Chatkeep, parties: _Parties,
              config: RunnableConfig) -> CheckpointTuple | None:
         configurable = config["configurable"]
-        row = core.repository.find_session(str(configurable["thread_id"]),
-                                                    parties.tenant)
-        if row is None:
-            return None
-        space = _spaces(row).get(str(configurable.get("checkpoint_ns", "")))
-        if not space:
-            return None
-        wanted = get_checkpoint_id(config)
-        if wanted is None:
-            wanted = max(space["cp"], default=None)
-        if wanted is None or wanted not in space["cp"]:
+        thread_id = str(configurable["thread_id"])
+        session_id = self._session_of(core, parties, thread_id, create=False)
+        if session_id is None:
             return None
         ns = str(configurable.get("checkpoint_ns", ""))
-        return self._tuple(core, row, ns, space, wanted)
+        found = self._store(core).get(session_id, ns, get_checkpoint_id(config))
+        return None if found is None else self._tuple(core, thread_id, found)
 
     def _list(self, core: Chatkeep, parties: _Parties, config: RunnableConfig | None,
               filter: dict[str, Any] | None, before: RunnableConfig | None,
               limit: int | None) -> Iterator[CheckpointTuple]:
         configurable = (config or {}).get("configurable") or {}
-        rows = self._rows(core, parties, configurable.get("thread_id"))
+        thread_id = configurable.get("thread_id")
+        session_id = None
+        if thread_id is not None:
+            session_id = self._session_of(core, parties, str(thread_id), create=False)
+            if session_id is None:
+                return
         wanted_ns = configurable.get("checkpoint_ns")
         wanted_id = configurable.get("checkpoint_id")
         before_id = get_checkpoint_id(before) if before else None
         left = limit
-        for row in rows:
-            for ns, space in _spaces(row).items():
-                if wanted_ns is not None and ns != wanted_ns:
+        store = self._store(core)
+        for sid, key, ns, checkpoint_id in store.listed(parties.tenant, session_id):
+            if (wanted_ns is not None and ns != wanted_ns) or (
+                    wanted_id and checkpoint_id != wanted_id) or (
+                    before_id and checkpoint_id >= before_id):
+                continue
+            found = store.get(sid, ns, checkpoint_id)
+            if found is None:
+                continue  # pruned meanwhile
+            if filter:
+                metadata = self._load(found.checkpoint["m"])
+                if not all(metadata.get(k) == v for k, v in filter.items()):
                     continue
-                for checkpoint_id in sorted(space["cp"], reverse=True):
-                    if wanted_id and checkpoint_id != wanted_id:
-                        continue
-                    if before_id and checkpoint_id >= before_id:
-                        continue
-                    if filter:
-                        metadata = self._load(space["cp"][checkpoint_id]["m"])
-                        if not all(metadata.get(k) == v for k, v in filter.items()):
-                            continue
-                    if left is not None:
-                        if left <= 0:
-                            return
-                        left -= 1
-                    yield self._tuple(core, row, ns, space, checkpoint_id)
-
-    def _rows(self, core: Chatkeep, parties: _Parties, thread_id: Any) -> Iterator[SessionRow]:
-        repository = core.repository
-        if thread_id is not None:
-            row = repository.find_session(str(thread_id), parties.tenant)
-            if row is not None:
-                yield row
-            return
-        before = None
-        while True:
-            page = repository.list_sessions(parties.tenant, before=before, limit=PAGE)
-            yield from (row for row in page if row.key is not None and _spaces(row))
-            if len(page) < PAGE:
-                return
-            before = page[-1].last_message_at
+            if left is not None:
+                if left <= 0:
+                    return
+                left -= 1
+            yield self._tuple(core, key, found)
 
     def _put(self, core: Chatkeep, parties: _Parties, config: RunnableConfig,
              checkpoint: Checkpoint, metadata: CheckpointMetadata,
@@ -342,45 +331,71 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         ns = str(configurable.get("checkpoint_ns", ""))
-        session_id = _session_id(core, parties, thread_id)
+        session_id = self._session_of(core, parties, thread_id, create=True)
+        assert session_id is not None
         saved: dict[str, Any] = dict(checkpoint)
         values: dict[str, Any] = saved.pop("channel_values")
         blobs = {_blob_key(channel, version): self._blob(core, session_id, values, channel)
                  for channel, version in new_versions.items()}
+        keys = [_blob_key(c, v) for c, v in checkpoint["channel_versions"].items()]
+        parent = configurable.get("checkpoint_id")
+        inherited = self._holders_of(core, session_id, ns, parent) if parent else {}
+        holders = {key: checkpoint["id"] if key in blobs else inherited[key]
+                   for key in keys if key in blobs or key in inherited}
         entry = {"c": self._dump(saved),
                  "m": self._dump(get_checkpoint_metadata(config, metadata)),
-                 "p": configurable.get("checkpoint_id"),
-                 "k": [_blob_key(c, v) for c, v in checkpoint["channel_versions"].items()]}
-        keep_last = self.keep_last
-
-        def decide(state: dict[str, Any] | None) -> dict[str, Any]:
-            spaces = dict((state or {}).get("ns") or {})
-            space = _space(spaces.get(ns))
-            space["cp"][checkpoint["id"]] = entry
-            space["b"].update(blobs)
-            spaces[ns] = space if keep_last is None else _pruned(space, keep_last)
-            return {"ns": spaces}
-
-        core.repository.swap_state(session_id, STATE_KEY, decide)
+                 "k": keys, "h": holders}
+        self._store(core).put(session_id, parties.tenant, ns, checkpoint["id"], parent,
+                              entry, set(holders.values()) - {checkpoint["id"]}, blobs,
+                              keep_last=self.keep_last)
+        self._remember_holders(session_id, ns, checkpoint["id"], holders)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                  "checkpoint_id": checkpoint["id"]}}
+
+    def _holders_of(self, core: Chatkeep, session_id: str, ns: str,
+                    checkpoint_id: str) -> dict[str, str]:
+        """Which rows hold the values checkpoint ``checkpoint_id`` reads (remembered from
+        this saver's last write of the namespace, else read)."""
+        known = self._holders.get((session_id, ns))
+        if known is not None and known[0] == checkpoint_id:
+            return known[1]
+        found = self._store(core).get(session_id, ns, checkpoint_id)
+        if found is None:
+            return {}
+        return {key: str(holder) for key, holder in (found.checkpoint.get("h") or {}).items()}
+
+    def _remember_holders(self, session_id: str, ns: str, checkpoint_id: str,
+                          holders: dict[str, str]) -> None:
+        self._holders[(session_id, ns)] = (checkpoint_id, holders)
+        self._holders.move_to_end((session_id, ns))
+        while len(self._holders) > STATES_KEPT:
+            self._holders.popitem(last=False)
+
+    def _session_of(self, core: Chatkeep, parties: _Parties, thread_id: str, *,
+                    create: bool) -> str | None:
+        """The id of the tenant's session named ``thread_id`` (``create``: opened with
+        the run's actor and subject on first use)."""
+        row = core.repository.find_session(thread_id, parties.tenant)
+        if row is not None:
+            return row.id
+        if not create:
+            return None
+        return core.sessions.open(thread_id, parties.tenant, parties.actor,
+                                  parties.subject).id
 
     def _put_writes(self, core: Chatkeep, parties: _Parties, config: RunnableConfig,
                     writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> None:
         configurable = config["configurable"]
         ns = str(configurable.get("checkpoint_ns", ""))
         checkpoint_id = str(configurable["checkpoint_id"])
-        session_id = _session_id(core, parties, str(configurable["thread_id"]))
+        session_id = self._session_of(core, parties, str(configurable["thread_id"]),
+                                      create=True)
+        assert session_id is not None
         dumped = [(WRITES_IDX_MAP.get(channel, index), channel, self._dump(value))
                   for index, (channel, value) in enumerate(writes)]
-        bounded = self.keep_last is not None
 
-        def decide(state: dict[str, Any] | None) -> Any:
-            spaces = dict((state or {}).get("ns") or {})
-            space = _space(spaces.get(ns))
-            if bounded and checkpoint_id not in space["cp"]:
-                return KEEP_STATE  # the writes of a checkpoint keep_last dropped
-            stored = {(w[0], w[1]): w for w in space["w"].get(checkpoint_id, [])}
+        def merge(stored_writes: builtins.list[Any]) -> builtins.list[Any] | None:
+            stored = {(w[0], w[1]): w for w in stored_writes}
             changed = False
             for index, channel, value in dumped:
                 key = (task_id, index)
@@ -388,13 +403,11 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
                     continue  # a task's regular writes are stored once
                 stored[key] = [task_id, index, channel, value, task_path]
                 changed = True
-            if not changed:
-                return KEEP_STATE
-            space["w"][checkpoint_id] = list(stored.values())
-            spaces[ns] = space
-            return {"ns": spaces}
+            return list(stored.values()) if changed else None
 
-        core.repository.swap_state(session_id, STATE_KEY, decide)
+        # Under keep_last, the writes of a checkpoint it dropped are dropped too.
+        self._store(core).put_writes(session_id, parties.tenant, ns, checkpoint_id, merge,
+                                     missing_ok=self.keep_last is None)
 
     def _prune(self, core: Chatkeep, parties: _Parties, thread_ids: Sequence[str],
                strategy: str) -> None:
@@ -402,18 +415,9 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
             raise InvalidArgument(f"prune strategy must be 'keep_latest' or 'delete', got "
                                   f"{strategy!r}")
         for thread_id in thread_ids:
-            row = core.repository.find_session(str(thread_id), parties.tenant)
-            if row is None or not _spaces(row):
-                continue
-
-            def decide(state: dict[str, Any] | None) -> Any:
-                if strategy == "delete" or not state:
-                    return REMOVE_STATE
-                spaces = {ns: _pruned(_space(space), 1)
-                          for ns, space in (state.get("ns") or {}).items()}
-                return {"ns": spaces}
-
-            core.repository.swap_state(row.id, STATE_KEY, decide)
+            session_id = self._session_of(core, parties, str(thread_id), create=False)
+            if session_id is not None:
+                self._store(core).prune(session_id, None if strategy == "delete" else 1)
 
     def _delete(self, core: Chatkeep, parties: _Parties, thread_id: str) -> None:
         row = core.repository.find_session(str(thread_id), parties.tenant)
@@ -426,23 +430,22 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
 
     # -- one checkpoint ------------------------------------------------------------------
 
-    def _tuple(self, core: Chatkeep, row: SessionRow, ns: str, space: dict[str, Any],
-               checkpoint_id: str) -> CheckpointTuple:
-        entry = space["cp"][checkpoint_id]
+    def _tuple(self, core: Chatkeep, thread_id: str,
+               found: CheckpointRow) -> CheckpointTuple:
+        entry = found.checkpoint
         checkpoint = self._load(entry["c"])
         values: dict[str, Any] = {}
         for channel, version in checkpoint["channel_versions"].items():
-            blob = space["b"].get(_blob_key(channel, version))
+            blob = found.values.get(_blob_key(channel, version))
             if blob is None or blob[0] == "empty":
                 continue
-            values[channel] = self._read_log(core, row.id, blob[1]) if blob[0] == LOG_TYPE \
-                else self._load(blob)
-        writes = sorted(space["w"].get(checkpoint_id, []),
-                        key=lambda w: (w[4], w[0], w[1]))
-        thread = {"thread_id": row.key, "checkpoint_ns": ns}
-        parent = entry.get("p")
+            values[channel] = self._read_log(core, found.session_id, blob[1]) \
+                if blob[0] == LOG_TYPE else self._load(blob)
+        writes = sorted(found.writes, key=lambda w: (w[4], w[0], w[1]))
+        thread = {"thread_id": thread_id, "checkpoint_ns": found.ns}
+        parent = found.parent_id
         return CheckpointTuple(
-            config={"configurable": {**thread, "checkpoint_id": checkpoint_id}},
+            config={"configurable": {**thread, "checkpoint_id": found.checkpoint_id}},
             checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
             metadata=self._load(entry["m"]),
             parent_config={"configurable": {**thread, "checkpoint_id": parent}}
@@ -583,37 +586,6 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
             counted.append((part, len(found)))
         self._remember(session_id, out, counted)
         return out
-
-
-def _session_id(core: Chatkeep, parties: _Parties, thread_id: str) -> str:
-    """The id of the tenant's session named ``thread_id``, created (with the run's actor
-    and subject) on first use; an existing one is the thread's whoever opened it."""
-    row = core.repository.find_session(thread_id, parties.tenant)
-    if row is not None:
-        return row.id
-    return core.sessions.open(thread_id, parties.tenant, parties.actor, parties.subject).id
-
-
-def _spaces(row: SessionRow) -> dict[str, dict[str, Any]]:
-    state = (row.metadata or {}).get(STATE_KEY)
-    spaces = state.get("ns") if isinstance(state, dict) else None
-    return {ns: _space(s) for ns, s in spaces.items()} if isinstance(spaces, dict) else {}
-
-
-def _space(stored: Any) -> dict[str, Any]:
-    stored = stored if isinstance(stored, dict) else {}
-    return {"cp": dict(stored.get("cp") or {}), "w": dict(stored.get("w") or {}),
-            "b": dict(stored.get("b") or {})}
-
-
-def _pruned(space: dict[str, Any], keep: int) -> dict[str, Any]:
-    """``space`` with only its newest ``keep`` checkpoints, their writes and the channel
-    values they name."""
-    kept = sorted(space["cp"], reverse=True)[:keep]
-    cps = {cid: space["cp"][cid] for cid in kept}
-    named = {key for entry in cps.values() for key in entry.get("k") or ()}
-    return {"cp": cps, "w": {cid: w for cid, w in space["w"].items() if cid in cps},
-            "b": {key: blob for key, blob in space["b"].items() if key in named}}
 
 
 def _blob_key(channel: str, version: Any) -> str:
