@@ -1,6 +1,6 @@
 """CLI start-up: how long the read commands take, beside ``--version`` and a bare Python.
 
-    python bench/cli_startup.py [--runs 15] [--markdown]
+    python bench/cli_startup.py [--runs 15] [--peer-src PATH] [--markdown]
 
 Each command runs ``--runs`` times in a fresh process on a small SQLite file (the demo's
 tenant, a few sessions), after one untimed run, with Python's bytecode cache on as an
@@ -10,11 +10,18 @@ the median and the fastest run, and the
 modules whose import costs most in one ``python -X importtime`` run of ``sessions
 list``. The target (issue 32): a read command starts in under 0.5 s on a quiet machine;
 the bare interpreter's row says how quiet the machine was.
+
+``--peer-src PATH`` adds an A/B in the same run: each read command started from this
+checkout's ``src`` and from ``PATH`` (another checkout's ``src``, e.g. ``git archive
+OLD src | tar -x -C /tmp/old``), both by the same launcher (``python -c`` importing
+``chatkeep.cli``, ``PYTHONPATH`` set), in alternating runs so that load from elsewhere
+falls on both alike; the ratio is the peer's median over ours.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -24,6 +31,10 @@ import time
 from pathlib import Path
 
 CHATKEEP = Path(sys.executable).with_name("chatkeep")
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+#: How ``--peer-src`` starts a command from a given ``src`` (as the console script does).
+LAUNCH = "import sys; from chatkeep.cli import main; sys.argv[0] = 'chatkeep'; sys.exit(main())"
 
 
 #: The environment of every run: bytecode cached, as for an installed package.
@@ -41,6 +52,36 @@ def timed(argv: list[str], runs: int) -> tuple[float, float]:
         subprocess.run(argv, check=True, capture_output=True, env=ENV)
         times.append(time.perf_counter() - start)
     return statistics.median(times), min(times)
+
+
+def launched(src: Path, argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The command ``chatkeep argv`` started with chatkeep imported from ``src``."""
+    return [sys.executable, "-c", LAUNCH, *argv], {**ENV, "PYTHONPATH": str(src)}
+
+
+def paired(argv: list[str], peer: Path, runs: int) -> tuple[float, float]:
+    """Median wall time of ``chatkeep argv`` from this checkout and from ``peer``, in
+    alternating fresh processes (after one untimed run of each)."""
+    sides = [launched(SRC, argv), launched(peer, argv)]
+    times: list[list[float]] = [[], []]
+    for command, env in sides:
+        subprocess.run(command, check=True, capture_output=True, env=env)
+    for _ in range(runs):
+        for (command, env), out in zip(sides, times, strict=True):
+            start = time.perf_counter()
+            subprocess.run(command, check=True, capture_output=True, env=env)
+            out.append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def peer_commit(src: Path) -> str:
+    """The short commit of the checkout ``src`` sits in (or its path)."""
+    try:
+        out = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return str(src)
+    return out.stdout.strip()
 
 
 def heaviest_imports(argv: list[str], count: int = 8) -> list[tuple[str, float]]:
@@ -61,23 +102,50 @@ def heaviest_imports(argv: list[str], count: int = 8) -> list[tuple[str, float]]
     return sorted(totals.items(), key=lambda item: -item[1])[:count]
 
 
+def read_commands(db: str) -> dict[str, list[str]]:
+    """The read commands timed, as arguments to ``chatkeep``, on the demo's database."""
+    listed = subprocess.run([str(CHATKEEP), "sessions", "list", "--tenant",
+                             "organization:demo-firm", "--json", "--db", db], env=ENV,
+                            check=True, capture_output=True, text=True).stdout
+    session_id = json.loads(listed)[0]["id"]
+    return {
+        "chatkeep sessions list": ["sessions", "list", "--tenant", "organization:demo-firm",
+                                   "--db", db],
+        "chatkeep sessions show": ["sessions", "show", session_id, "--db", db],
+        "chatkeep usage": ["usage", "--db", db],
+        "chatkeep tenants": ["tenants", "--db", db],
+        "chatkeep db current": ["db", "current", "--db", db],
+    }
+
+
+def print_peer_table(reads: dict[str, list[str]], peer: Path, runs: int) -> None:
+    """Each read command from this checkout and from ``peer``, alternating."""
+    print(f"\nThe same commands from this checkout and from chatkeep at "
+          f"{peer_commit(peer)} (`--peer-src`), alternating, {runs} runs each; load "
+          f"average {os.getloadavg()[0]:.2f}:\n")
+    print("| command | this checkout | peer | peer / this |")
+    print("|---|---:|---:|---:|")
+    for name, argv in reads.items():
+        ours, theirs = paired(argv, peer, runs)
+        print(f"| `{name}` | {ours:.2f} s | {theirs:.2f} s | {theirs / ours:.2f}x |")
+
+
 def main() -> None:
     """Seed a database, time the commands, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--peer-src", type=Path, default=None,
+                        help="another checkout's src: the read commands from there, same run")
     parser.add_argument("--markdown", action="store_true", help="(it is Markdown already)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="chatkeep-cli-") as tmp:
         db = f"sqlite:///{Path(tmp) / 'chat.db'}"
-        subprocess.run([str(CHATKEEP), "demo", "--db", db], check=True, capture_output=True)
-        commands = {
-            "python -c pass": [sys.executable, "-c", "pass"],
-            "chatkeep --version": [str(CHATKEEP), "--version"],
-            "chatkeep sessions list": [str(CHATKEEP), "sessions", "list", "--tenant",
-                                       "organization:7", "--db", db],
-            "chatkeep usage": [str(CHATKEEP), "usage", "--db", db],
-            "chatkeep db current": [str(CHATKEEP), "db", "current", "--db", db],
-        }
+        subprocess.run([str(CHATKEEP), "demo", "--db", db], check=True, capture_output=True,
+                       env=ENV)
+        reads = read_commands(db)
+        commands = {"python -c pass": [sys.executable, "-c", "pass"],
+                    "chatkeep --version": [str(CHATKEEP), "--version"],
+                    **{name: [str(CHATKEEP), *argv] for name, argv in reads.items()}}
         print(f"{args.runs} fresh processes per command; Python "
               f"{sys.version.split()[0]}; load average {os.getloadavg()[0]:.2f}\n")
         print("| command | median | fastest |")
@@ -85,6 +153,8 @@ def main() -> None:
         for name, argv in commands.items():
             median, fastest = timed(argv, args.runs)
             print(f"| `{name}` | {median:.2f} s | {fastest:.2f} s |")
+        if args.peer_src is not None:
+            print_peer_table(reads, args.peer_src, args.runs)
         print("\nHeaviest imports of `chatkeep sessions list` (cumulative, one run):\n")
         print("| package | import |")
         print("|---|---:|")

@@ -8,9 +8,10 @@ Every part is usable alone; this is the short path::
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -23,7 +24,6 @@ from chatkeep.errors import (
     SessionNotFound,
     StoreError,
 )
-from chatkeep.history.compressor import FOLD_JOB, HistoryCompressor
 from chatkeep.jobs import Dispatcher, InlineDispatcher, make_dispatcher
 from chatkeep.lifecycle import (
     Eraser,
@@ -36,14 +36,8 @@ from chatkeep.lifecycle import (
 from chatkeep.lifecycle.caches import forget_cached
 from chatkeep.lifecycle.erase import Progress
 from chatkeep.lifecycle.retention import RetentionService
-from chatkeep.llm.adapt import as_chat_model
 from chatkeep.llm.base import ChatModel
 from chatkeep.llm.openai_client import model_from_config
-from chatkeep.memory import DISTIL_JOB, MemoryService
-from chatkeep.memory.embedders import Embedder, make_embedder, pii_mask
-from chatkeep.observability import configure as configure_telemetry
-from chatkeep.privacy.detector import Recognizer
-from chatkeep.privacy.guard import PrivacyGuard
 from chatkeep.quotas import QuotaService
 from chatkeep.quotas.service import SWEEP_JOB as QUOTA_SWEEP_JOB
 from chatkeep.refs import Ref, require_ref
@@ -56,6 +50,19 @@ from chatkeep.store.quotas import QuotaStore
 from chatkeep.store.repository import Repository, UsageLine
 from chatkeep.store.retention import RetentionStore
 from chatkeep.tokens import HeuristicCounter, TokenCounter
+
+if TYPE_CHECKING:
+    # The model-facing layers load when first used (``Chatkeep._build``): a program
+    # that only reads the store (the CLI's read commands) never imports them.
+    from chatkeep.history.compressor import HistoryCompressor
+    from chatkeep.memory import MemoryService
+    from chatkeep.memory.embedders import Embedder
+    from chatkeep.privacy.detector import Recognizer
+    from chatkeep.privacy.guard import PrivacyGuard
+
+#: The jobs' names, ``chatkeep.memory.DISTIL_JOB`` and ``chatkeep.history.compressor.FOLD_JOB``,
+#: known without importing those layers (tests/test_lazy_facade.py checks they agree).
+_DISTIL_JOB, _FOLD_JOB = "distil", "fold"
 
 
 class Chatkeep:
@@ -80,14 +87,19 @@ class Chatkeep:
         self.config = Config.load(config)
         _check_arguments(counter, create_schema, recognizers)
         if self.config.observability.capture_content:
+            from chatkeep.observability import configure as configure_telemetry
+
             configure_telemetry(capture_content=True)
         self.counter = counter or HeuristicCounter()
         # A bad dispatcher or model fails before any connection (and before a SQLite file
         # is created).
         dispatcher_ = make_dispatcher(dispatcher)
         configured = model if model is not None else model_from_config(self.config.llm)
-        self.model: ChatModel | None = (
-            as_chat_model(configured) if configured is not None else None)
+        self.model: ChatModel | None = None
+        if configured is not None:
+            from chatkeep.llm.adapt import as_chat_model
+
+            self.model = as_chat_model(configured)
         # Wired, not opened: the database is opened (and its schema created or checked) on
         # first use, or by start().
         self.engine = (database_url if isinstance(database_url, Engine) else make_engine(
@@ -99,30 +111,16 @@ class Chatkeep:
             self.repository, self.counter,
             app_anonymize_pii=self.config.privacy.anonymize_pii,
             keep_retracted_text=self.config.privacy.keep_retracted_text)
-        self.privacy = PrivacyGuard(self.config.privacy, self.repository, list(recognizers))
-        self.compressor = HistoryCompressor(self.model, config=self.config.chat,
-                                            counter=self.counter, outbound_filter=self.privacy,
-                                            repository=self.repository)
         self.dispatcher = dispatcher_
-        self.memory = MemoryService(self.repository, self.model, sessions=self.sessions,
-                                    dispatcher=self.dispatcher, config=self.config.memory,
-                                    language=self.config.chat.language, counter=self.counter,
-                                    outbound_filter=self.privacy,
-                                    embedder=make_embedder(
-                                        embedder, self.config.memory, self.config.llm),
-                                    embed_mask=pii_mask(self.privacy))
-        if self.config.memory.distil_on_compress and self.model is not None:
-            # (Offline there is nothing to distil with; the sweep catches up once a model
-            # is configured.)
-            self.compressor.on_compress.append(self.memory.dispatch_distil)
-        if self.config.memory.recall_in_history:
-            self.compressor.memory_provider = self.memory.provider
-        if not isinstance(self.dispatcher, InlineDispatcher):
-            # A turn whose fold stopped at chat.max_fold_calls_per_turn leaves the rest to
-            # the background (inline, the next turns fold it: running it here would undo
-            # the bound).
-            self.compressor.on_backlog.append(
-                lambda session: self.dispatcher.dispatch(FOLD_JOB, session.id))
+        # The model-facing layers (privacy, compressor, memory) are built on first use,
+        # under one lock, each once (``_build``); what can refuse its arguments is built
+        # now, so a bad one still fails here: the privacy guard when given recognizers or
+        # NER, the memory layer when an embedder is given or configured (the database's
+        # start checks what it needs).
+        self._recognizers = list(recognizers)
+        self._embedder = embedder
+        self._parts: dict[str, Any] = {}
+        self._building = threading.RLock()
         self.dispatcher.bind(self.job_handlers())
         # Forgetting (issue 36): deletes, erasures and holds over the store's procedures.
         self.lifecycle = LifecycleStore(self.engine, self.repository.clock)
@@ -137,15 +135,94 @@ class Chatkeep:
         # Quotas (issue 33): a reservation before every model call made for a tenant.
         self.quotas = QuotaService(QuotaStore(self.engine, self.repository.clock),
                                    self.config.quotas, self.repository.clock)
-        self.compressor.quotas = self.quotas
-        self.memory.quotas = self.quotas
+        if self._recognizers or self.config.privacy.ner:
+            self._build("privacy")
+        if self._wants_embedder():
+            self._build("memory")
+
+    @property
+    def privacy(self) -> PrivacyGuard:
+        """The privacy guard: the two switches, the session's vault, the redactor (built
+        on first use)."""
+        return self._build("privacy")  # type: ignore[no-any-return]
+
+    @property
+    def compressor(self) -> HistoryCompressor:
+        """The history compressor: what the model receives, and the folds (built on first
+        use)."""
+        return self._build("compressor")  # type: ignore[no-any-return]
+
+    @property
+    def memory(self) -> MemoryService:
+        """Long-term memory: distilling, recall, the sweep (built on first use)."""
+        return self._build("memory")  # type: ignore[no-any-return]
+
+    def _build(self, name: str) -> Any:
+        """The part ``name``, built (and wired to the others) the first time it is asked
+        for."""
+        part = self._parts.get(name)
+        if part is not None:
+            return part
+        with self._building:
+            if name not in self._parts:
+                self._parts[name] = getattr(self, f"_make_{name}")()
+            return self._parts[name]
+
+    def _make_privacy(self) -> PrivacyGuard:
+        from chatkeep.privacy.guard import PrivacyGuard
+
+        return PrivacyGuard(self.config.privacy, self.repository, self._recognizers)
+
+    def _make_memory(self) -> MemoryService:
+        from chatkeep.memory import MemoryService
+        from chatkeep.memory.embedders import make_embedder, pii_mask
+
+        embedder = make_embedder(self._embedder, self.config.memory, self.config.llm)
+        memory = MemoryService(self.repository, self.model, sessions=self.sessions,
+                               dispatcher=self.dispatcher, config=self.config.memory,
+                               language=self.config.chat.language, counter=self.counter,
+                               outbound_filter=self.privacy, embedder=embedder,
+                               embed_mask=pii_mask(self.privacy))
+        memory.quotas = self.quotas
+        return memory
+
+    def _make_compressor(self) -> HistoryCompressor:
+        from chatkeep.history.compressor import HistoryCompressor
+
+        compressor = HistoryCompressor(self.model, config=self.config.chat,
+                                       counter=self.counter, outbound_filter=self.privacy,
+                                       repository=self.repository)
+        if self.config.memory.distil_on_compress and self.model is not None:
+            # (Offline there is nothing to distil with; the sweep catches up once a model
+            # is configured.)
+            compressor.on_compress.append(self.memory.dispatch_distil)
+        if self.config.memory.recall_in_history:
+            compressor.memory_provider = self.memory.provider
+        if not isinstance(self.dispatcher, InlineDispatcher):
+            # A turn whose fold stopped at chat.max_fold_calls_per_turn leaves the rest to
+            # the background (inline, the next turns fold it: running it here would undo
+            # the bound).
+            compressor.on_backlog.append(
+                lambda session: self.dispatcher.dispatch(_FOLD_JOB, session.id))
+        compressor.quotas = self.quotas
+        return compressor
+
+    def _wants_embedder(self) -> bool:
+        """Whether recall by meaning is asked for: an embedder given, or configured
+        (``memory.embedder = "local"`` or a ``memory.embedding_model``)."""
+        memory = self.config.memory
+        return (self._embedder is not None or memory.embedder == "local"
+                or bool(memory.embedding_model))
 
     def _forget_cached(self) -> None:
-        forget_cached(self.privacy, self.memory)
+        # Only what was built can hold anything.
+        forget_cached(self._parts.get("privacy"), self._parts.get("memory"))
 
     def _start(self, create_schema: bool) -> None:
         _open(self.engine, create_schema)
-        self.memory.start()
+        memory = self._parts.get("memory")
+        if memory is not None:  # built at construction when it embeds
+            memory.start()
 
     def start(self) -> Chatkeep:
         """Open the database now (and create or check its schema) instead of on first use:
@@ -156,7 +233,7 @@ class Chatkeep:
 
     def job_handlers(self) -> dict[str, Any]:
         """Job name -> handler taking a session id (what dispatchers and workers run)."""
-        return {DISTIL_JOB: self._run_distil_job, FOLD_JOB: self._run_fold_job,
+        return {_DISTIL_JOB: self._run_distil_job, _FOLD_JOB: self._run_fold_job,
                 QUOTA_SWEEP_JOB: self._run_quota_sweep_job}
 
     def _run_quota_sweep_job(self, session_id: str) -> None:

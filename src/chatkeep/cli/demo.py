@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import shlex
 from importlib import resources
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.panel import Panel
@@ -22,12 +22,14 @@ from chatkeep.cli.common import (
     open_keep,
     safe,
 )
-from chatkeep.history.summary import StructuredSummary
 from chatkeep.importing import ImportedMessage, append_all, parse_lines
 from chatkeep.messages import Role
 from chatkeep.refs import Ref
 from chatkeep.store.engine import describe_url
 from chatkeep.validation import INT32_MAX
+
+if TYPE_CHECKING:
+    from chatkeep.history.summary import StructuredSummary
 
 DEMO_DB = "sqlite:///chatkeep-demo.db"
 

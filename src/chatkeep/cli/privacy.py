@@ -4,10 +4,8 @@ reader of plain mappings once a key is configured)."""
 from __future__ import annotations
 
 import typer
-from rich.progress import Progress
 
 from chatkeep.cli.common import DEFAULT_DB, ConfigOption, DbOption, console, open_keep
-from chatkeep.privacy.rekey import RekeyReport, rekey, total
 
 privacy_app = typer.Typer(help="Operate on stored personal-data mappings.",
                           no_args_is_help=True)
@@ -19,6 +17,11 @@ def rekey_command(db: DbOption = DEFAULT_DB, config: ConfigOption = None) -> Non
     (keys comma-separated, newest first): after turning encryption on, or rotating.
     With a key set, mappings stored plain are refused everywhere else (a plain one has
     no integrity check): this migration is the one place that reads and seals them."""
+    # Loaded here, not with the CLI: the read commands do not import the privacy layer.
+    from rich.progress import Progress
+
+    from chatkeep.privacy.rekey import RekeyReport, rekey, total
+
     with open_keep(db, config) as keep:
         key = keep.config.privacy.encryption_key
         count = total(keep.repository, keep.memory.store)

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from chatkeep import switches
 from chatkeep.app import Chatkeep
 from chatkeep.cli.common import (
     DEFAULT_DB,
@@ -142,10 +143,17 @@ def _load(keep: Chatkeep, session_id: str, tenant: Ref | None) -> ChatSession:
 ID_PREFIX = re.compile(r"[0-9a-fA-F][0-9a-fA-F-]{3,35}")
 
 
+def _redacts(keep: Chatkeep, session: ChatSession) -> bool:
+    """``keep.privacy.redacts(session)``, read from the switches' rule itself: showing a
+    session does not build the privacy guard (nor import its recognizers)."""
+    return switches.redacts(session.anonymize_pii, keep.config.privacy.anonymize_pii,
+                            session.row.pii_protected)
+
+
 def redaction(keep: Chatkeep, session: ChatSession) -> str:
     """Whether the session's text leaves redacted, and which switch decides it: both the
     application's and the session's must be on (the session's alone shows nothing)."""
-    if keep.privacy.redacts(session):
+    if _redacts(keep, session):
         return "redacted"
     if not session.anonymize_pii:
         return "not redacted (the session's switch is off)"
@@ -193,7 +201,7 @@ def show(session_id: SessionIdArg, tenant: TenantOption = None,
             print_json({**session_json(s), "summary": s.summary,
                         "holds": [{"id": h.id, "on": h.describe(), "reason": h.reason}
                                   for h in holds],
-                        "redacted": keep.privacy.redacts(s),
+                        "redacted": _redacts(keep, s),
                         "conversation_tokens": size,
                         "messages": [_message_json(m) for m in shown]})
             return

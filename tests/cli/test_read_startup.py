@@ -1,0 +1,90 @@
+"""The read commands start without the model-facing layers (issue 32 item 11): ``sessions
+list``, ``usage``, ``tenants`` and ``db current`` read the store, so
+they import neither the history, privacy and memory layers nor the model guard, the
+recognizers' phone numbers, OpenTelemetry or an SDK (the facade builds those on first use;
+bench/cli_startup.py times the commands)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chatkeep import Chatkeep, Ref, Usage
+
+#: What a read command must not import (each a module or a package prefix). The packages'
+#: own ``__init__`` (chatkeep.memory, chatkeep.privacy) load nothing until a name is used.
+HEAVY = ("chatkeep.history.compressor", "chatkeep.history.round", "chatkeep.privacy.guard",
+         "chatkeep.privacy.detector", "chatkeep.privacy.recognizers", "chatkeep.privacy.redactor",
+         "chatkeep.memory.service", "chatkeep.memory.distiller", "chatkeep.memory.recall",
+         "chatkeep.memory.embedders", "chatkeep.llm.adapt", "chatkeep.observability",
+         "chatkeep.integrations", "phonenumbers", "openai", "anthropic", "opentelemetry")
+
+PROBE = """
+import json, sys
+sys.argv = ["chatkeep", *sys.argv[1:]]
+from chatkeep.cli import main
+try:
+    main()
+except SystemExit as exc:
+    assert not exc.code, exc.code
+heavy = %r
+print(json.dumps(sorted(m for m in sys.modules if m.startswith(heavy))))
+"""
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A SQLite file with one session (messages and usage), and that session's id."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('startup') / 'chat.db'}"
+    with Chatkeep(url) as keep:
+        session = keep.sessions.create(Ref("organization", 7), title="clause 4")
+        session.add_user("Where is clause 4?")
+        session.add_assistant("In the lease, page 3.", usage=Usage(12, 7), model="m")
+        return url, session.id
+
+
+def _loaded(argv: list[str]) -> list[str]:
+    result = subprocess.run([sys.executable, "-c", PROBE % (HEAVY,), *argv],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    *output, loaded = result.stdout.splitlines()
+    assert output, "the command printed nothing"
+    names: list[str] = json.loads(loaded)
+    return names
+
+
+@pytest.mark.parametrize("command", [
+    ["sessions", "list", "--tenant", "organization:7"],
+    ["usage"],
+    ["tenants"],
+    ["db", "current"],
+], ids=" ".join)
+def test_a_read_command_imports_no_heavy_layer(database: tuple[str, str],
+                                               command: list[str]) -> None:
+    url, session_id = database
+    argv = [part.format(id=session_id) for part in command]
+    assert _loaded([*argv, "--db", url]) == []
+
+
+def test_the_probe_sees_a_command_that_loads_them(database: tuple[str, str]) -> None:
+    """The same probe on ``history`` (which builds what the model receives) lists them:
+    the check above can fail."""
+    url, session_id = database
+    loaded = _loaded(["history", session_id, "--db", url])
+    assert "chatkeep.history.compressor" in loaded and "chatkeep.privacy.detector" in loaded
+
+
+def test_sessions_show_says_what_the_guard_says(tmp_path: Path) -> None:
+    """``sessions show`` reads the switches without the guard: the same answer."""
+    from chatkeep.cli.sessions import _redacts
+
+    for app_switch in (True, False):
+        with Chatkeep(f"sqlite:///{tmp_path / f'{app_switch}.db'}",
+                      config={"privacy": {"anonymize_pii": app_switch}}) as keep:
+            for own in (True, False):
+                session = keep.sessions.create(Ref("organization", 1), anonymize_pii=own)
+                assert _redacts(keep, session) is keep.privacy.redacts(session)

@@ -1,0 +1,95 @@
+"""The facade builds its model-facing parts (privacy, compressor, memory) on first use
+(issue 32 item 11): constructing ``Chatkeep`` and reading the store imports none of them,
+each part is built once whatever the threads, and what can refuse its arguments still
+refuses them at construction."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chatkeep import Chatkeep, ConfigError, PrivacyError, Ref
+from chatkeep import app as app_module
+
+LOADED = """
+import json, sys
+from chatkeep import Chatkeep, Ref
+keep = Chatkeep(sys.argv[1])
+session = keep.sessions.create(Ref("organization", 1))
+session.add_user("hello")
+keep.usage()
+keep.holds.list(Ref("organization", 1))
+print(json.dumps(sorted(m for m in sys.modules if m.startswith((
+    "chatkeep.history.compressor", "chatkeep.privacy.guard", "chatkeep.privacy.detector",
+    "chatkeep.memory.service", "chatkeep.llm.adapt", "phonenumbers")))))
+keep.close()
+"""
+
+
+def test_the_job_names_are_the_layers_own() -> None:
+    from chatkeep.history.compressor import FOLD_JOB
+    from chatkeep.memory import DISTIL_JOB
+
+    assert (app_module._DISTIL_JOB, app_module._FOLD_JOB) == (DISTIL_JOB, FOLD_JOB)
+
+
+def test_reading_and_writing_the_store_builds_no_model_facing_part(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-c", LOADED, f"sqlite:///{tmp_path / 'a.db'}"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_each_part_is_built_once_and_wired(tmp_path: Path) -> None:
+    keep = Chatkeep(f"sqlite:///{tmp_path / 'b.db'}", dispatcher="thread",
+                    config={"memory": {"recall_in_history": True}})
+    try:
+        seen: list[Any] = []
+        barrier = threading.Barrier(8)
+
+        def first_use() -> None:
+            barrier.wait()
+            seen.append(keep.compressor)
+
+        threads = [threading.Thread(target=first_use) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len({id(part) for part in seen}) == 1
+        compressor = keep.compressor
+        assert compressor is seen[0] and keep.memory is keep.memory
+        assert compressor.quotas is keep.quotas and keep.memory.quotas is keep.quotas
+        assert compressor.outbound_filter is keep.privacy
+        assert compressor.memory_provider == keep.memory.provider
+        assert compressor.on_backlog  # a thread dispatcher folds the backlog in the background
+    finally:
+        keep.close()
+
+
+def test_a_delete_before_first_use_builds_nothing(tmp_path: Path) -> None:
+    keep = Chatkeep(f"sqlite:///{tmp_path / 'c.db'}")
+    session = keep.sessions.create(Ref("organization", 1))
+    keep.sessions.delete(session.id, Ref("organization", 1))
+    assert keep._parts == {}
+    keep.close()
+
+
+@pytest.mark.parametrize(("kwargs", "error"), [
+    ({"recognizers": [object()]}, PrivacyError),
+    ({"embedder": "openai"}, ConfigError),
+    ({"config": {"memory": {"embedding_model": "text-embedding-3-small"}}}, ConfigError),
+], ids=["recognizer", "embedder", "embedding model without an endpoint"])
+def test_what_can_refuse_refuses_at_construction(tmp_path: Path, kwargs: dict[str, Any],
+                                                 error: type[Exception],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(error):
+        Chatkeep(f"sqlite:///{tmp_path / 'd.db'}", **kwargs)
+    assert not (tmp_path / "d.db").exists()
