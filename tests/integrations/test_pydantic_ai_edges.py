@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import pytest
 from pydantic import BaseModel
-from pydantic_ai import Agent, AgentRunResultEvent, DeferredToolRequests, DeferredToolResults
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
 from pydantic_ai.messages import (
     BinaryContent,
     CachePoint,
@@ -29,10 +29,7 @@ from pydantic_ai.messages import (
     ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
-    PartDeltaEvent,
-    PartStartEvent,
     TextPart,
-    TextPartDelta,
     ToolCallPart,
     ToolReturnPart,
     UploadedFile,
@@ -43,6 +40,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai import OpenAIProvider
+from streaming_runs import store_result, streamed_turn
 
 from chatkeep import Chatkeep, InvalidArgument, Ref
 from chatkeep.aio import AsyncChatkeep
@@ -264,11 +262,12 @@ class Contact(BaseModel):
 
 
 @pytest.mark.parametrize("kind", ["async", "sync"])
-def test_the_user_sees_their_values_and_pydantic_ai_keeps_placeholders(
+def test_the_user_sees_their_values_and_so_do_pydantic_ais_messages(
         db_url: str, kind: str) -> None:
     """``result.output`` (text and structured) and every streamed text delta carry the real
-    value, a placeholder split across deltas included; Pydantic AI's messages keep what
-    the model wrote; with ``restore_output=False`` the output is left as written."""
+    value, a placeholder split across deltas included; so do the messages Pydantic AI
+    keeps (the model's text is restored at the model boundary), while the server only
+    ever sees placeholders; with ``restore_output=False`` all is left as written."""
     streamed = "Write to <EMAIL_1> now"
     start = streamed.index("<")
     cuts = list(itertools.accumulate(len(piece) for piece in pieces(streamed)))
@@ -287,7 +286,7 @@ def test_the_user_sees_their_values_and_pydantic_ai_keeps_placeholders(
             assert result.output == f"I will write to {EMAIL}."
             response = result.all_messages()[-1]
             assert isinstance(response, ModelResponse)
-            assert response.parts == [TextPart("I will write to <EMAIL_1>.")]
+            assert response.parts == [TextPart(f"I will write to {EMAIL}.")]
             await store.save(result)
 
             server.script(Reply.ok(streamed))
@@ -299,7 +298,7 @@ def test_the_user_sees_their_values_and_pydantic_ai_keeps_placeholders(
             assert "".join(deltas) == streamed.replace("<EMAIL_1>", EMAIL)
             assert all("<EMAIL" not in d and "IL_1>" not in d for d in deltas), deltas
             assert await stream.get_output() == streamed.replace("<EMAIL_1>", EMAIL)
-            assert stream.response.parts == [TextPart(streamed)]
+            assert stream.response.parts == [TextPart(streamed.replace("<EMAIL_1>", EMAIL))]
             await store.save(stream)
 
             structured: Agent[Any, Contact] = Agent(
@@ -317,6 +316,7 @@ def test_the_user_sees_their_values_and_pydantic_ai_keeps_placeholders(
             server.script(Reply.ok("Still <EMAIL_1>."))
             plain = await kept.run("And now?", conversation=await store.for_run("show"))
             assert plain.output == "Still <EMAIL_1>."
+            assert plain.all_messages()[-1].parts == [TextPart("Still <EMAIL_1>.")]
         finally:
             await close(keep)
 
@@ -327,11 +327,11 @@ def test_the_user_sees_their_values_and_pydantic_ai_keeps_placeholders(
 
 
 @pytest.mark.parametrize("mode", ["run_stream", "iter", "run_stream_events"])
-def test_a_placeholder_cut_by_the_first_chunk_is_never_shown_in_halves(
+def test_a_placeholder_cut_by_the_first_chunk_is_restored_whole(
         db_url: str, mode: str) -> None:
-    """``run_stream`` shows a response's first text from the response it accumulates (in
-    placeholders) before any event reaches the capability: a placeholder that chunk cuts
-    stays whole as the model wrote it, and one split in later deltas is restored."""
+    """``run_stream`` shows a response's first text from the response it accumulates:
+    restored at the model boundary, a placeholder that chunk cuts comes back whole (held
+    back until the next chunk settles it), and so does one split in later deltas."""
 
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
         for delta in ["Write to <EMA", "IL_1> or <EMAIL_", "1> soon"]:
@@ -344,7 +344,7 @@ def test_a_placeholder_cut_by_the_first_chunk_is_never_shown_in_halves(
             agent: Agent[Any, Any] = Agent(FunctionModel(stream_function=stream),
                                            capabilities=[ChatkeepHistory(store)])
             saved, shown = await streamed_turn(mode, agent, store, "cut", "hi")
-            assert shown == f"Write to <EMAIL_1> or {EMAIL} soon"
+            assert shown == f"Write to {EMAIL} or {EMAIL} soon"
             assert store_result(saved).output == f"Write to {EMAIL} or {EMAIL} soon"
 
     run(scenario())
@@ -405,44 +405,6 @@ def test_a_restorer_for_the_app_own_stream(db_url: str) -> None:
 # -- item 12: the streaming APIs end to end ---------------------------------------------
 
 
-async def streamed_turn(mode: str, agent: Agent[Any, Any], store: ChatkeepConversationStore,
-                        key: str, prompt: str) -> tuple[Any, str]:
-    """One turn of conversation ``key`` through ``mode``; the object to save and the text
-    the app was shown as it streamed."""
-    conversation = await store.for_run(key)
-    shown: list[str] = []
-    if mode == "run_stream":
-        async with agent.run_stream(prompt, conversation=conversation) as stream:
-            async for delta in stream.stream_text(delta=True, debounce_by=None):
-                shown.append(delta)
-        return stream, "".join(shown)
-    if mode == "iter":
-        async with agent.iter(prompt, conversation=conversation) as agent_run:
-            async for node in agent_run:
-                if Agent.is_model_request_node(node):
-                    async with node.stream(agent_run.ctx) as events:
-                        async for event in events:
-                            shown.append(_text_of(event))
-        return agent_run, "".join(shown)
-    final: AgentRunResultEvent[Any] | None = None
-    async with agent.run_stream_events(prompt, conversation=conversation) as stream_events:
-        async for item in stream_events:
-            if isinstance(item, AgentRunResultEvent):
-                final = item
-            else:
-                shown.append(_text_of(item))
-    assert final is not None
-    return final, "".join(shown)
-
-
-def _text_of(event: Any) -> str:
-    if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
-        return event.part.content
-    if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
-        return event.delta.content_delta
-    return ""
-
-
 @pytest.mark.parametrize("mode", ["run_stream", "iter", "run_stream_events"])
 def test_streamed_runs_are_recorded_billed_budgeted_and_redacted(db_url: str,
                                                                   mode: str) -> None:
@@ -495,7 +457,7 @@ def test_streamed_runs_are_recorded_billed_budgeted_and_redacted(db_url: str,
                 result = store_result(saved)
                 assert "<EMAIL_1>" not in shown and "<EMAIL_1>" not in str(result.output)
                 assert EMAIL in shown
-            assert looked_up == ["<EMAIL_1>"]  # the tool gets what the model wrote
+            assert looked_up == [EMAIL]  # the tool gets the real value (restore_tool_args)
             (chat,) = [line for line in await keep.usage(ORG) if line.purpose == "chat"]
             # The conversation's usage (every run of it) is what the ledger holds.
             assert (chat.prompt_tokens, chat.completion_tokens) == (
@@ -513,12 +475,6 @@ def test_streamed_runs_are_recorded_billed_budgeted_and_redacted(db_url: str,
     no_raw(sent, EMAIL, PHONE)
     assert prepared and all(p.over_budget_reason is None for p in prepared)
     assert all(p.tokens <= p.budget for p in prepared)
-
-
-def store_result(saved: Any) -> Any:
-    """The ``AgentRunResult`` a streaming API's object settles to."""
-    from chatkeep.integrations.pydantic_ai.store import settled
-    return settled(saved)
 
 
 def test_an_unfinished_stream_is_refused_with_a_typed_error(db_url: str) -> None:

@@ -39,6 +39,11 @@ class StreamRestorer:
             self._held = ""
         return self._restore(text) if text else ""
 
+    @property
+    def held(self) -> str:
+        """The text held back so far, as written (it may still become a placeholder)."""
+        return self._held
+
     def flush(self) -> str:
         """What is still held at the end of the stream, restored."""
         held, self._held = self._held, ""

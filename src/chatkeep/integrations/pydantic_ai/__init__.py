@@ -22,7 +22,7 @@ from __future__ import annotations
 try:
     import pydantic_ai.conversation_store  # noqa: F401
 except ImportError as exc:  # pragma: no cover - the extra is in the dev set
-    exc.msg = (f"{exc.msg}: chatkeep.integrations.pydantic_ai needs Pydantic AI 2.68 or "
+    exc.msg = (f"{exc.msg}: chatkeep.integrations.pydantic_ai needs Pydantic AI 2.78 or "
                "later: pip install 'chatkeep[pydantic-ai]'")
     raise
 

@@ -9,45 +9,43 @@ request (files' URLs and text-like files' text included) go out through the sess
 egress, the run's new input read with the message it answers, so with redaction on no
 detected value reaches the model.
 
-What the application shows gets the user's own values back (``restore_output``, on by
-default): the run's output, and the text deltas of every streamed response
-(``run_stream``, ``run_stream_events``, ``iter`` with ``node.stream``), a placeholder
-split across deltas restored whole. The messages Pydantic AI keeps (``all_messages``,
-``result.response``, the stored exact record) and the provider's copy stay as the model
-wrote them, in placeholders.
+The user gets their own values back (``restore_output``, on by default): the model's text
+is restored at the model boundary (:mod:`._restoring`), before Pydantic AI sees it, so
+every streamed event from a part's first chunk on, the messages Pydantic AI keeps and the
+output carry the real values; structured output is restored as the run outputs it. A
+function tool receives its arguments restored (``restore_tool_args``, on by default);
+what it returns goes to the model through the egress like everything else. The
+provider's copy stays as the model wrote it, in placeholders.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import json
 from collections import OrderedDict
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.messages import (
-    AgentStreamEvent,
-    PartDeltaEvent,
-    PartEndEvent,
-    PartStartEvent,
-    TextPart,
-    TextPartDelta,
-)
-from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.capabilities.abstract import RawToolArgs
+from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.output import OutputContext
-from pydantic_ai.tools import RunContext
+from pydantic_ai.tools import RunContext, ToolDefinition
 
 from chatkeep.errors import InvalidArgument, SessionNotFound
 from chatkeep.integrations.context import named_party
 from chatkeep.integrations.pydantic_ai import _files
 from chatkeep.integrations.pydantic_ai._request import PreparedRequest
+from chatkeep.integrations.pydantic_ai._restoring import Restore, RestoringModel
 from chatkeep.integrations.pydantic_ai.store import ChatkeepConversationStore
-from chatkeep.privacy.streaming import StreamRestorer
 from chatkeep.refs import Ref
 
 Tenant = Ref | Callable[[RunContext[Any]], Ref | None] | None
 #: Restores kept for runs' current steps (one mapping read per model request).
 _RESTORES_KEPT = 256
+
 
 __all__ = ["ChatkeepHistory"]
 
@@ -62,9 +60,14 @@ class ChatkeepHistory(AbstractCapability[Any]):
     holding ``chatkeep_tenant`` or ``tenant``: a ``Ref`` or ``"type:id"``), else the
     store's. A run naming another tenant than a fixed one finds nothing
     (``SessionNotFound``). ``on_request`` is called with each request as prepared (its
-    estimate and budget: for logs and tests). ``restore_output``: the run's output and
-    streamed text deltas carry the user's real values instead of placeholders (what the
-    application shows; the messages Pydantic AI keeps stay in placeholders).
+    estimate and budget: for logs and tests).
+
+    ``restore_output``: the model's text comes back with the user's real values where it
+    wrote placeholders, before Pydantic AI sees it (every streamed event from a part's
+    first chunk on, the messages it keeps, the output), and so does structured output;
+    ``False`` leaves all of it as the model wrote it. ``restore_tool_args``: a function
+    tool receives its arguments with the real values (``False``: as the model wrote
+    them). Only on a session that redacts; the provider's copy stays in placeholders.
 
     Load the conversation with the store (``await store.for_run(id)``: the record and
     the newest messages; or ``store.load(id)``) and pass it to the run: the messages the
@@ -75,6 +78,9 @@ class ChatkeepHistory(AbstractCapability[Any]):
     tenant: Tenant = None
     on_request: Callable[[PreparedRequest], None] | None = None
     restore_output: bool = True
+    restore_tool_args: bool = True
+    _run: RunContext[Any] | None = dataclasses.field(default=None, init=False, repr=False,
+                                                     compare=False)
     _restores: OrderedDict[tuple[str | None, int, str], Callable[[str], str]] = \
         dataclasses.field(default_factory=OrderedDict, init=False, repr=False, compare=False)
 
@@ -103,6 +109,44 @@ class ChatkeepHistory(AbstractCapability[Any]):
         return dataclasses.replace(request_context, messages=prepared.messages,
                                    model_request_parameters=parameters)
 
+    async def for_run(self, ctx: RunContext[Any]) -> ChatkeepHistory:
+        """This capability for one run: it knows the run (for the model it wraps)."""
+        run = copy.copy(self)
+        run._run = ctx
+        return run
+
+    def get_wrapper_model(self, model: Model) -> Model | None:
+        """The model with its text restored for the run's conversation
+        (``restore_output``), or ``None``."""
+        return RestoringModel(model, self._model_restore, self._run) \
+            if self.restore_output else None
+
+    async def _model_restore(self, run: RunContext[Any] | None) -> Restore | None:
+        """The conversation's restore for the run's request now being sent, its mapping
+        read as it stands (the request's own values included)."""
+        if run is None or not run.conversation_id:
+            return None
+        return await self.store.restoring(run.conversation_id, scope=self.tenant_of(run))
+
+    async def before_tool_validate(self, ctx: RunContext[Any], *, call: ToolCallPart,
+                                   tool_def: ToolDefinition,
+                                   args: RawToolArgs) -> RawToolArgs:
+        """A function tool's arguments with the real values (``restore_tool_args``): what
+        it validates and runs with. The call in the messages keeps the model's."""
+        if not self.restore_tool_args or tool_def.kind != "function" \
+                or not ctx.conversation_id:
+            return args
+        data: Any = args
+        if isinstance(args, str):
+            try:
+                data = json.loads(args) if args.strip() else {}
+            except ValueError:
+                return args  # not JSON: validation asks the model again
+        if not isinstance(data, dict):
+            return args
+        back = await self.store.restore(ctx.conversation_id, data, scope=self.tenant_of(ctx))
+        return args if back == data else back
+
     async def after_output_process(self, ctx: RunContext[Any], *,
                                    output_context: OutputContext, output: Any) -> Any:
         """The run's output with the user's real values (``restore_output``)."""
@@ -124,28 +168,6 @@ class ChatkeepHistory(AbstractCapability[Any]):
                 self._restores.popitem(last=False)
         return found
 
-    @property
-    def has_wrap_run_event_stream(self) -> bool:
-        """``False``: restoring streamed text must not turn a plain ``run`` into a
-        streamed one (Pydantic AI streams every run whose capabilities claim this)."""
-        return False
-
-    async def wrap_run_event_stream(
-            self, ctx: RunContext[Any], *,
-            stream: AsyncIterable[AgentStreamEvent]) -> AsyncIterable[AgentStreamEvent]:
-        """A streamed response's text events with the user's real values
-        (``restore_output``); the run's accumulated response is not changed."""
-        if not self.restore_output or not ctx.conversation_id:
-            async for event in stream:
-                yield event
-            return
-        restoring = _TextRestoring(self, ctx)
-        async for event in stream:
-            async for out in restoring.events(event):
-                yield out
-        for out in restoring.flush():
-            yield out
-
     def tenant_of(self, ctx: RunContext[Any]) -> Ref:
         """The tenant of the run's conversation (see the class docstring)."""
         named = _named_tenant(ctx)
@@ -162,61 +184,6 @@ class ChatkeepHistory(AbstractCapability[Any]):
     def get_serialization_name(cls) -> str | None:
         """Not spec-serializable: it holds a store."""
         return None
-
-
-class _TextRestoring:
-    """The text events of one streamed response, restored part by part: each text part
-    has its own :class:`StreamRestorer`, so a placeholder split across its deltas comes
-    back whole; what a restorer still holds goes out before the part's end. A placeholder
-    cut by the end of a part's first text (the event that starts the part) stays as the
-    model wrote it: ``run_stream`` has shown that text unrestored already."""
-
-    def __init__(self, history: ChatkeepHistory, ctx: RunContext[Any]) -> None:
-        self.history, self.ctx = history, ctx
-        self.parts: dict[int, StreamRestorer] = {}
-        self._restore: Callable[[str], str] | None = None
-
-    async def restore(self) -> Callable[[str], str]:
-        """The conversation's restore, its mapping read once (the request was sent)."""
-        if self._restore is None:
-            self._restore = await self.history.restoring(self.ctx)
-        return self._restore
-
-    async def events(self, event: AgentStreamEvent) -> AsyncIterator[AgentStreamEvent]:
-        if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
-            for held in self.flush(event.index):
-                yield held
-            # The part's first text is restored as it stands, nothing held back: run_stream
-            # shows the consumer that text from the response it accumulates (in
-            # placeholders), not from this event, and later deltas must continue it.
-            restore = await self.restore()
-            self.parts[event.index] = StreamRestorer(restore)
-            yield dataclasses.replace(event, part=dataclasses.replace(
-                event.part, content=restore(event.part.content)))
-        elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta) \
-                and event.index in self.parts:
-            text = self.parts[event.index].feed(event.delta.content_delta)
-            if text:
-                yield dataclasses.replace(event, delta=dataclasses.replace(
-                    event.delta, content_delta=text))
-        elif isinstance(event, PartEndEvent) and isinstance(event.part, TextPart) \
-                and event.index in self.parts:
-            for held in self.flush(event.index):
-                yield held
-            whole = (await self.restore())(event.part.content)
-            yield dataclasses.replace(event, part=dataclasses.replace(event.part,
-                                                                      content=whole))
-        else:
-            yield event
-
-    def flush(self, index: int | None = None) -> list[AgentStreamEvent]:
-        """A delta with what the restorer of part ``index`` (every part: ``None``) holds."""
-        out: list[AgentStreamEvent] = []
-        for at in [index] if index is not None else sorted(self.parts):
-            restorer = self.parts.pop(at, None) if at is not None else None
-            if restorer is not None and (held := restorer.flush()):
-                out.append(PartDeltaEvent(index=at, delta=TextPartDelta(held)))
-        return out
 
 
 def _named_tenant(ctx: RunContext[Any]) -> Ref | None:
