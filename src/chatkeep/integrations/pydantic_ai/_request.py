@@ -19,7 +19,6 @@ for that one request.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -74,6 +73,10 @@ class PreparedRequest:
     unread: list[FileUrl] = field(default_factory=list)
     """Text-like files given by URL whose text was not given (sent as a note: read them
     and prepare again with ``files``)."""
+    request_tokens: int = 0
+    """The budget's count of the whole request as it leaves: ``tokens`` (the history
+    part) plus the run's own messages and the instructions (what a quota reservation
+    counts as the call's input, with the tools' definitions)."""
 
 
 def prepare(core: Chatkeep, session: ChatSession, own: Sequence[ModelMessage],
@@ -106,21 +109,47 @@ def _through(core: Chatkeep, session: ChatSession, own: Sequence[ModelMessage],
     placeholders, folds when the plan asks, and plans again on a lost race)."""
     repository = core.repository
 
+    bodies: list[Any] = []  # the scrubbed body of the newest render: what is counted
+
     def render(prepared: PreparedRound) -> tuple[int, Scrubbed, PreparedRound]:
         history = _history(repository, session, prepared.plan.outgoing, exact_closed=paused)
-        out = scrub_request([*history, *own], instructions,
-                            functools.partial(prepared.egress.scrub,
-                                              context=_answered(history)), files)
-        return len(history), out, prepared
+        egress, context = prepared.egress, _answered(history)
+
+        def scrub(body: Any) -> Any:
+            bodies[:] = [egress.scrub(body, context=context)]
+            return bodies[0]
+
+        return len(history), scrub_request([*history, *own], instructions, scrub, files), \
+            prepared
 
     cut, out, prepared = history_round.run(render)
     if out.withheld:
         log.warning("session %s: %d signed part(s) holding a detected value were "
                     "withheld", session.id, out.withheld)
     info = history_round.info(prepared)
+    own_tokens = _own_tokens(core, bodies[-1], cut) if bodies else 0
     return PreparedRequest(out.messages, out.instructions, out.messages[:cut], info.tokens,
                            info.budget, info.over_budget_reason, info.compressed,
-                           out.withheld, out.unread)
+                           out.withheld, out.unread, info.tokens + own_tokens)
+
+
+def _own_tokens(core: Chatkeep, body: Any, cut: int) -> int:
+    """The budget's count of what a request carries beside its history part: the run's
+    own messages (from message ``cut`` on) and the instructions, as scrubbed."""
+    strings: list[str] = []
+    _strings([body["instructions"], body["messages"][cut:]], strings)
+    return sum(core.counter.count(text) for text in strings if text)
+
+
+def _strings(value: Any, into: list[str]) -> None:
+    if isinstance(value, str):
+        into.append(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _strings(item, into)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _strings(item, into)
 
 
 def _answered(history: Sequence[ModelMessage]) -> str | None:

@@ -9,6 +9,11 @@ request (files' URLs and text-like files' text included) go out through the sess
 egress, the run's new input read with the message it answers, so with redaction on no
 detected value reaches the model.
 
+Each model request is reserved on the tenant's quota before it is sent (its input and
+its output ceiling: ``QuotaExceeded`` and nothing sent when it does not fit), settled to
+the usage its response reports (a streamed one when the stream ends) and released when
+it fails before a response (:mod:`._quota`).
+
 The user gets their own values back (``restore_output``, on by default): the model's text
 is restored at the model boundary (:mod:`._restoring`), before Pydantic AI sees it, so
 every streamed event from a part's first chunk on, the messages Pydantic AI keeps and the
@@ -24,28 +29,40 @@ import copy
 import dataclasses
 import json
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any
 
+import anyio
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.capabilities.abstract import RawToolArgs
-from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.output import OutputContext
 from pydantic_ai.tools import RunContext, ToolDefinition
 
 from chatkeep.errors import InvalidArgument, SessionNotFound
 from chatkeep.integrations.context import named_party
-from chatkeep.integrations.pydantic_ai import _files
+from chatkeep.integrations.pydantic_ai import _files, _quota
 from chatkeep.integrations.pydantic_ai._request import PreparedRequest
 from chatkeep.integrations.pydantic_ai._restoring import Restore, RestoringModel
 from chatkeep.integrations.pydantic_ai.store import ChatkeepConversationStore
+from chatkeep.quotas import Reservation
 from chatkeep.refs import Ref
 
 Tenant = Ref | Callable[[RunContext[Any]], Ref | None] | None
 #: Restores kept for runs' current steps (one mapping read per model request).
 _RESTORES_KEPT = 256
 
+
+class _Held:
+    """The reservation of the model request a ``wrap_model_request`` call wraps."""
+
+    reservation: Reservation | None = None
+
+
+#: Set by ``wrap_model_request`` around its handler, which runs ``before_model_request``.
+_HELD: ContextVar[_Held | None] = ContextVar("chatkeep_pydantic_ai_held", default=None)
 
 __all__ = ["ChatkeepHistory"]
 
@@ -68,6 +85,9 @@ class ChatkeepHistory(AbstractCapability[Any]):
     ``False`` leaves all of it as the model wrote it. ``restore_tool_args``: a function
     tool receives its arguments with the real values (``False``: as the model wrote
     them). Only on a session that redacts; the provider's copy stays in placeholders.
+
+    Every model request is reserved on the tenant's quota before it is sent and settled to
+    its response's usage (``QuotaExceeded``, nothing sent, when it does not fit).
 
     Load the conversation with the store (``await store.for_run(id)``: the record and
     the newest messages; or ``store.load(id)``) and pass it to the run: the messages the
@@ -102,12 +122,48 @@ class ChatkeepHistory(AbstractCapability[Any]):
             prepared = await self.store.prepare_request(tenant, key, own, texts, files)
         if self.on_request is not None:
             self.on_request(prepared)
+        await self._reserve(tenant, key, prepared, request_context)
         if parts:
             parameters = dataclasses.replace(parameters, instruction_parts=[
                 part if part.content == text else dataclasses.replace(part, content=text)
                 for part, text in zip(parts, prepared.instructions, strict=True)])
         return dataclasses.replace(request_context, messages=prepared.messages,
                                    model_request_parameters=parameters)
+
+    async def _reserve(self, tenant: Ref, key: str, prepared: PreparedRequest,
+                       request_context: ModelRequestContext) -> None:
+        """Reserve the request on the tenant's quota, for ``wrap_model_request`` to settle
+        (without one around it, the reservation's lease ends it at its reserved amount)."""
+        held = await self.store.reserve(tenant, key, prepared.request_tokens,
+                                        _quota.tools_text(request_context),
+                                        _quota.ceiling_of(request_context))
+        slot = _HELD.get()
+        if slot is not None:
+            if slot.reservation is not None:  # the step prepared again: one request goes out
+                await self.store.release(slot.reservation)
+            slot.reservation = held
+
+    async def wrap_model_request(
+            self, ctx: RunContext[Any], *, request_context: ModelRequestContext,
+            handler: Callable[[ModelRequestContext], Awaitable[ModelResponse]],
+    ) -> ModelResponse:
+        """The request, reserved on the tenant's quota by ``before_model_request``; its
+        reservation settled to the response's usage (a streamed response's when the
+        stream has ended), or released when it fails before a response."""
+        slot = _Held()
+        token = _HELD.set(slot)
+        try:
+            response = await handler(request_context)
+        except BaseException:
+            if slot.reservation is not None:
+                with anyio.CancelScope(shield=True):
+                    await self.store.release(slot.reservation)
+            raise
+        finally:
+            _HELD.reset(token)
+        if slot.reservation is not None:
+            await self.store.settle(slot.reservation, _quota.used_of(response))
+        return response
 
     async def for_run(self, ctx: RunContext[Any]) -> ChatkeepHistory:
         """This capability for one run: it knows the run (for the model it wraps)."""

@@ -46,11 +46,12 @@ from pydantic_ai.run import AgentRun, AgentRunResultEvent
 from chatkeep.aio import AsyncChatkeep
 from chatkeep.app import Chatkeep
 from chatkeep.errors import ConfigError, InvalidArgument
-from chatkeep.integrations.pydantic_ai import _request, _storage
+from chatkeep.integrations.pydantic_ai import _quota, _request, _storage
 from chatkeep.integrations.pydantic_ai._convert import OUTPUT_TOOLS
 from chatkeep.integrations.pydantic_ai._request import PreparedRequest
 from chatkeep.integrations.pydantic_ai._storage import BRANCHING, Place
 from chatkeep.privacy.streaming import StreamRestorer
+from chatkeep.quotas import Reservation
 from chatkeep.refs import Ref, require_ref
 from chatkeep.sessions import ChatSession
 
@@ -281,6 +282,27 @@ class ChatkeepConversationStore(ConversationStore):
         text-like files it names by URL (``PreparedRequest.unread`` lists those missing)."""
         return await self._run(_prepare, self.place(tenant), conversation_id, list(own),
                                list(instructions), dict(files or {}))
+
+    # -- the tenant's quota (issue 33) ------------------------------------------------------
+
+    async def reserve(self, tenant: Ref, conversation_id: str, request_tokens: int,
+                      tools: str = "", ceiling: int | None = None) -> Reservation:
+        """Reserve one model request of ``conversation_id`` on the tenant's quota (and its
+        actor's): ``request_tokens`` (``PreparedRequest.request_tokens``), the count of
+        ``tools`` (their definitions as sent) and ``ceiling`` (``None``:
+        ``quotas.output_ceiling``). ``QuotaExceeded`` when it does not fit: send nothing."""
+        return await self._run(_quota.reserve, self.place(tenant), conversation_id,
+                               request_tokens, tools, ceiling)
+
+    async def settle(self, held: Reservation, used: int | None) -> None:
+        """Settle ``held`` at ``used`` tokens (``None``: its reserved amount counts)."""
+        if held.id is not None:
+            await self._run(_quota.settle, held, used)
+
+    async def release(self, held: Reservation) -> None:
+        """Give ``held`` back: its request failed before a response."""
+        if held.id is not None:
+            await self._run(_quota.release, held)
 
     # -- the user's own values back ---------------------------------------------------------
 
