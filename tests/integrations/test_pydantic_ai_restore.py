@@ -145,6 +145,24 @@ def test_restore_output_off_leaves_the_stream_as_written(db_url: str) -> None:
         assert asyncio.run(scenario(server)) == reply
 
 
+def test_a_session_that_does_not_redact_streams_each_chunk_as_it_comes(db_url: str) -> None:
+    """Nothing to restore: no chunk is held back (a ``<`` tail is shown at once)."""
+    reply = cut_reply(4, 0)
+
+    async def scenario(server: FakeOpenAIServer) -> list[str]:
+        async with AsyncChatkeep(db_url, dispatcher="inline") as keep:
+            store = ChatkeepConversationStore(keep, tenant=ORG, anonymize_pii=False)
+            agent: Agent[Any, Any] = Agent(chat_model(server),
+                                           capabilities=[ChatkeepHistory(store)])
+            server.script(Reply.ok(reply))
+            chunks: list[str] = []
+            await streamed_turn("run_stream", agent, store, "plain", "hi", chunks)
+            return chunks
+
+    with FakeOpenAIServer() as server:
+        assert asyncio.run(scenario(server)) == pieces(reply)
+
+
 def test_the_restorer_composes_and_never_overlaps_a_snapshot_with_its_deltas() -> None:
     """What the parts manager's snapshot shows plus the deltas after it is the restored
     text, whatever the cut; the inner restorer (Pydantic AI's own) runs first."""

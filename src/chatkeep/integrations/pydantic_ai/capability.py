@@ -47,6 +47,7 @@ from chatkeep.integrations.pydantic_ai import _files, _quota
 from chatkeep.integrations.pydantic_ai._request import PreparedRequest
 from chatkeep.integrations.pydantic_ai._restoring import Restore, RestoringModel
 from chatkeep.integrations.pydantic_ai.store import ChatkeepConversationStore
+from chatkeep.integrations.pydantic_ai.store import _unchanged as unchanged
 from chatkeep.quotas import Reservation
 from chatkeep.refs import Ref
 
@@ -182,7 +183,8 @@ class ChatkeepHistory(AbstractCapability[Any]):
         read as it stands (the request's own values included)."""
         if run is None or not run.conversation_id:
             return None
-        return await self.store.restoring(run.conversation_id, scope=self.tenant_of(run))
+        restore = await self.store.restoring(run.conversation_id, scope=self.tenant_of(run))
+        return None if restore is unchanged else restore  # a session that does not redact
 
     async def before_tool_validate(self, ctx: RunContext[Any], *, call: ToolCallPart,
                                    tool_def: ToolDefinition,
