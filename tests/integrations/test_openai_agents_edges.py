@@ -10,6 +10,7 @@ import asyncio
 import http.server
 import json
 import logging
+import re
 import threading
 from collections.abc import Coroutine, Iterator
 from typing import Any
@@ -149,14 +150,31 @@ def customer_record(customer: str) -> str:
     return json.dumps({"customer": customer, "email": EMAIL, "phone": PHONE})
 
 
+#: What ``write_to`` received, call by call.
+WRITTEN_TO: list[str] = []
+
+
+@function_tool
+def write_to(address: str) -> str:
+    """Write to an address."""
+    WRITTEN_TO.append(address)
+    return f"written to {address}"
+
+
 def record_asker(body: dict[str, Any]) -> Reply:
-    """Calls ``customer_record`` once per user turn, then answers quoting the tool output
-    (Chat Completions and Responses bodies alike)."""
+    """Calls ``customer_record`` once per user turn (and ``write_to`` with the first
+    placeholder it was shown, which reaches the tool restored), then answers quoting the
+    tool output (Chat Completions and Responses bodies alike)."""
     messages = body.get("messages") or body.get("input") or []
     last = messages[-1] if messages else {}
     if last.get("role") == "tool" or last.get("type") == "function_call_output":
         return Reply.ok(f"Found it: {last.get('content') or last.get('output')}")
-    return Reply.calls((f"call_{len(messages)}", "customer_record", '{"customer": "c-17"}'))
+    calls = [(f"call_{len(messages)}", "customer_record", '{"customer": "c-17"}')]
+    shown = re.findall(r"<EMAIL_\d+>", json.dumps(messages))
+    if shown:
+        calls.append((f"call_w{len(messages)}", "write_to",
+                      json.dumps({"address": shown[0]})))
+    return Reply.calls(*calls)
 
 
 # -- item 2: traces ---------------------------------------------------------------------
@@ -166,11 +184,12 @@ def record_asker(body: dict[str, Any]) -> Reply:
 def test_traces_of_a_redacting_run_carry_no_raw_value(db_url: str, recorder: Recorder,
                                                       model_api: str) -> None:
     world = World(db_url, responder=record_asker)
+    WRITTEN_TO.clear()
 
     async def scenario() -> None:
         async with world.keep() as keep:
             agent = Agent(name="support", instructions="Look customers up.",
-                          tools=[customer_record], model=world.model(model_api))
+                          tools=[customer_record, write_to], model=world.model(model_api))
             session = await ChatkeepSession.open(keep, tenant=ORG)
             await session.run(agent, f"I am Ana, mail {EMAIL}. Find customer c-17.")
             # The same run on a session that does not redact: the SDK's default traces
@@ -181,10 +200,16 @@ def test_traces_of_a_redacting_run_carry_no_raw_value(db_url: str, recorder: Rec
 
     with world.server:
         run(scenario())
+    # The tool acted on the real address (its arguments restored): function spans, their
+    # inputs and outputs included, still carry no raw value.
+    assert WRITTEN_TO == [EMAIL]
     cut = recorder.exports.index("--- plain ---")
     redacting, plain = recorder.exports[:cut], recorder.exports[cut + 1:]
     kinds = [json.loads(e).get("span_data", {}).get("type") for e in redacting]
     assert "function" in kinds and ("generation" in kinds or "response" in kinds), kinds
+    functions = [json.loads(e)["span_data"] for e in redacting
+                 if json.loads(e).get("span_data", {}).get("type") == "function"]
+    assert {f["name"] for f in functions} == {"customer_record", "write_to"}
     assert "agent" in kinds and "trace" in [json.loads(e).get("object") for e in redacting]
     for export in redacting:
         assert all(raw not in export for raw in RAW), export

@@ -1,21 +1,23 @@
 """Nothing raw leaves an Agents SDK run, by construction (issue 30): a property over runs.
 
 Hypothesis puts the six value kinds of ``tests/privacy/egress_helpers.py`` (an e-mail, a
-phone, an SSN, a card, an IBAN, and a name learnt from "my name is ...") in every part an
-Agents SDK run has: the run's input, tool returns (text, structured with any key names,
-text beside an image and a file), an input guardrail running its own agent, a handoff to
-another agent, an agent run as a tool (its own tool returning values), a streamed run,
-a second run resuming the conversation from the session, and a run interrupted for a
-tool's approval and resumed from its state. Each value is written plain
-in the first input (where the vault learns it); its copies elsewhere are in any surface
-form. Every byte the strict fake receives and every trace the SDK exports (recorded, and
-as its exporter would POST it) must be free of raw and normalised forms.
+phone, an SSN, a card, an IBAN, and a name learnt from "my name is ...") in every part
+an Agents SDK run has: the run's input, a tool's arguments (the model names the e-mail
+by its placeholder; the tool receives the real address), tool returns (text, structured
+with any key names, text beside an image and a file), an input guardrail running its own
+agent, a handoff to another agent, an agent run as a tool (its own tool returning
+values), a streamed run, a second run resuming the conversation from the session, and a
+run interrupted for a tool's approval and resumed from its state. Each value is written
+plain in the first input (where the vault learns it); its copies elsewhere are in any
+surface form. Every byte the strict fake receives and every trace the SDK exports
+(recorded, and as its exporter would POST it) must be free of raw and normalised forms.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,7 +151,11 @@ def responder(body: dict[str, Any]) -> Reply:
     if "Is the request on topic" in system:
         return Reply.ok("on topic")
     if "You triage" in system:
-        plan = [("lookup", '{"customer": "c-17"}'), ("ask_expert", '{"input": "check c-17"}'),
+        # The lookup names the customer's e-mail by the placeholder the model was shown:
+        # the tool receives the real address (restored), which stays off the wire.
+        shown = re.findall(r"<EMAIL_\d+>", json.dumps(body))
+        lookup = json.dumps({"customer": "c-17", "contact": shown[0] if shown else "none"})
+        plan = [("lookup", lookup), ("ask_expert", '{"input": "check c-17"}'),
                 ("transfer_to_closer", "{}")]
         if step < len(plan):
             name, args = plan[step]
@@ -199,9 +205,12 @@ def test_no_raw_value_leaves_any_part_of_an_agents_sdk_run(
              "Please sort out customer c-17.")
     second = f"Also ask about {written(values[example.later[0]], example.later[1])}, please."
 
+    contacts: list[str] = []
+
     @function_tool
-    def lookup(customer: str) -> Any:
+    def lookup(customer: str, contact: str) -> Any:
         """The customer's record."""
+        contacts.append(contact)
         return lookup_return(example)
 
     @function_tool(needs_approval=True)
@@ -274,6 +283,7 @@ def test_no_raw_value_leaves_any_part_of_an_agents_sdk_run(
     assert all(f"You {what}" in agents_called for what in (
         "triage", "are the expert", "close", "file cases")), "every part ran"
     assert "Is the request on topic" in agents_called and len(guarded) == 2
+    assert contacts == [values["email"]] * 2, "the tool got the real address, both runs"
     assert rejected == []
     assert_never_raw([(f"request {i}", b) for i, b in enumerate(bodies)], values)
     assert_never_raw([(f"trace export {i}", e) for i, e in enumerate(recorder.exports)],

@@ -9,7 +9,8 @@ Each is a plain function over the SDK's values, so ``session.run*`` only wire th
 * :func:`chained_run_config`: the ``RunConfig`` a run gets: the session's input filter after
   the caller's own; on a redacting session no content in traces
   (``trace_include_sensitive_data=False``); streamed usage asked for
-  (``ModelSettings(include_usage=True)``) unless the caller refused it.
+  (``ModelSettings(include_usage=True)``) unless the caller refused it; the models it
+  names or provides reserving every request on the tenant's quota (:mod:`.reserving`).
 * :func:`guarded_agent`: the starting agent with its input guardrails fed scrubbed input.
 * :func:`restore_final_output` and :func:`restored_events`: the user's own values put back
   into what the app shows (``final_output``, streamed text deltas).
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from agents.guardrail import InputGuardrail
     from agents.run_config import CallModelData, ModelInputData
 
+    from chatkeep.integrations.openai_agents.reserving import RequestQuota
     from chatkeep.privacy.streaming import StreamRestorer
 
 log = logging.getLogger("chatkeep.integrations.openai_agents")
@@ -38,8 +40,8 @@ log = logging.getLogger("chatkeep.integrations.openai_agents")
 Scrub = Callable[[Any, "str | None"], Awaitable[Any]]
 
 __all__ = ["RunState", "as_dict", "chained_run_config", "current_run", "done", "guarded_agent",
-           "new_input_items", "newest_answer", "restore_final_output", "restored_events",
-           "running", "scrub_with_context", "scrubbed_guardrail"]
+           "new_input_items", "newest_answer", "reserve_unwrapped", "restore_final_output",
+           "restored_events", "running", "scrub_with_context", "scrubbed_guardrail"]
 
 
 @dataclass
@@ -132,21 +134,28 @@ async def scrub_with_context(scrub: Scrub, payload: Any, new_input: list[Any],
 def chained_run_config(base: RunConfig | Mapping[str, Any] | None,
                        egress: Callable[[ModelInputData], Awaitable[ModelInputData]],
                        scrub_guardrail_input: Callable[[Any], Awaitable[Any]], *,
-                       redacting: bool) -> RunConfig:
+                       redacting: bool, quota: RequestQuota | None = None) -> RunConfig:
     """``base`` (or a default ``RunConfig``) with ``egress`` chained after its own input
     filter, its input guardrails fed scrubbed input, streamed usage asked for, and, when
-    the session may redact, ``trace_include_sensitive_data=False``."""
+    the session may redact, ``trace_include_sensitive_data=False``. With ``quota``, the
+    models it names or provides reserve every request (:mod:`.reserving`), and a request
+    of an agent whose model object no run of the session wrapped (an agent run as a tool
+    holds its own) is reserved by the filter and counted at its reserved amount."""
     from agents import ModelSettings, RunConfig
 
     config = base if isinstance(base, RunConfig) else RunConfig(**dict(base or {}))
     own = config.call_model_input_filter
+    unwrapped = _unwrapped_models(config, quota)
 
     async def through_egress(data: CallModelData[Any]) -> ModelInputData:
         if own is not None:
             updated = own(data)
             model_data = await updated if inspect.isawaitable(updated) else updated
             data = dataclasses.replace(data, model_data=model_data)
-        return await egress(data.model_data)
+        sent = await egress(data.model_data)
+        if quota is not None and unwrapped(data.agent):
+            await reserve_unwrapped(quota, data.agent, sent, config.model_settings)
+        return sent
 
     settings = config.model_settings or ModelSettings()
     if settings.include_usage is None:
@@ -159,12 +168,60 @@ def chained_run_config(base: RunConfig | Mapping[str, Any] | None,
         "call_model_input_filter": through_egress, "model_settings": settings,
         "input_guardrails": [scrubbed_guardrail(g, scrub_guardrail_input)
                              for g in config.input_guardrails or []] or None}
+    if quota is not None:
+        changes.update(_reserving_models(config, quota))
     if redacting:
         # Spans carry tool outputs and model input before the filter sees them, and the
         # exporter runs on its own thread, so no egress can stand in between: traces keep
         # their structure (agents, tools, handoffs, guardrails, usage), not the content.
         changes["trace_include_sensitive_data"] = False
     return dataclasses.replace(config, **changes)
+
+
+def _reserving_models(config: RunConfig, quota: RequestQuota) -> dict[str, Any]:
+    """The ``RunConfig`` changes that reserve every request of the models ``config``
+    names (``model``) or provides (``model_provider``)."""
+    from agents.models.interface import Model
+
+    from chatkeep.integrations.openai_agents.reserving import QuotaModel, QuotaProvider
+
+    changes: dict[str, Any] = {}
+    if not isinstance(config.model_provider, QuotaProvider):
+        changes["model_provider"] = QuotaProvider(config.model_provider, quota)
+    if isinstance(config.model, Model) and not isinstance(config.model, QuotaModel):
+        changes["model"] = QuotaModel(config.model, quota)
+    return changes
+
+
+def _unwrapped_models(config: RunConfig,
+                      quota: RequestQuota | None) -> Callable[[Any], bool]:
+    """Whether an agent's requests under ``config`` go to a model object no reservation
+    wraps (neither ``config.model`` nor the provider answers for it)."""
+    if quota is None or config.model is not None:
+        return lambda agent: False
+    from agents.models.interface import Model
+
+    from chatkeep.integrations.openai_agents.reserving import QuotaModel
+
+    def unwrapped(agent: Any) -> bool:
+        model = getattr(agent, "model", None)
+        return isinstance(model, Model) and not isinstance(model, QuotaModel)
+
+    return unwrapped
+
+
+async def reserve_unwrapped(quota: RequestQuota, agent: Any, sent: ModelInputData,
+                            run_settings: Any) -> None:
+    """Reserve a request whose response no wrapper sees (``QuotaExceeded``: not sent) and
+    count it at its reserved amount."""
+    settings = getattr(agent, "model_settings", None)
+    if settings is not None and run_settings is not None:
+        settings = settings.resolve(run_settings)
+    held = await quota.hold(sent.instructions, sent.input, settings or run_settings)
+    log.info("a model request of agent %r goes to a model object chatkeep did not wrap "
+             "(an agent run as a tool?): counted at its reserved %d tokens",
+             getattr(agent, "name", "?"), held.tokens)
+    await held.settle()
 
 
 def scrubbed_guardrail(guardrail: InputGuardrail[Any],

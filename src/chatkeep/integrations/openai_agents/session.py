@@ -52,7 +52,7 @@ from chatkeep.errors import ChatkeepError, PrivacyError, SessionNotFound
 from chatkeep.formats.openai_responses import NAME, message_to_items
 from chatkeep.history.plan import message_cost
 from chatkeep.integrations.context import named_party
-from chatkeep.integrations.openai_agents import billing, runs
+from chatkeep.integrations.openai_agents import billing, graph, runs
 from chatkeep.integrations.openai_agents.runs import RunState, as_dict
 from chatkeep.messages import Role
 from chatkeep.privacy.streaming import StreamRestorer
@@ -63,8 +63,10 @@ if TYPE_CHECKING:
     from agents.items import TResponseInputItem
     from agents.run_config import ModelInputData
 
+    from chatkeep.aio import AsyncReservation
     from chatkeep.app import Chatkeep
     from chatkeep.formats import History
+    from chatkeep.integrations.openai_agents.reserving import RequestQuota
     from chatkeep.sessions import ChatSession
     from chatkeep.tokens import TokenCounter
 
@@ -232,33 +234,41 @@ class ChatkeepSession:
 
     async def run(self, agent: Agent[Any], input: Any, *,
                   run_config: RunConfig | Mapping[str, Any] | None = None,
-                  restore: bool = True, **kwargs: Any) -> RunResult:
+                  restore: bool = True, restore_arguments: bool = True,
+                  **kwargs: Any) -> RunResult:
         """``Runner.run(agent, input, session=self, ...)``, every request of the run sent
-        through this session's egress (``run_config``'s own input filter runs first).
-        ``restore``: ``final_output`` shows the user's own values, not the placeholders
-        the model wrote (the run's items keep them, as the model saw them)."""
+        through this session's egress (``run_config``'s own input filter runs first) and
+        reserved on the tenant's quota (``QuotaExceeded``, nothing sent, when it does not
+        fit; settled at the usage it reports). ``restore``: ``final_output`` shows the
+        user's own values, not the placeholders the model wrote (the run's items keep
+        them, as the model saw them). ``restore_arguments``: the function tools of the
+        run's agents (and a handoff's ``on_handoff``) receive the model's arguments with
+        the user's own values; ``False`` hands them the placeholders."""
         _require_sdk()
         from agents import Runner
 
         await self._load(None, create=False)  # the trace decision reads the row
         with self._running(input):
-            result = await Runner.run(self._guarded(agent), input, session=self,
-                                      run_config=self.run_config(run_config), **kwargs)
+            result = await Runner.run(self._prepared(agent, restore_arguments), input,
+                                      session=self, run_config=self.run_config(run_config),
+                                      **kwargs)
         if restore:
             await self._restore_result(result)
         return result
 
     def run_sync(self, agent: Agent[Any], input: Any, *,
                  run_config: RunConfig | Mapping[str, Any] | None = None,
-                 restore: bool = True, **kwargs: Any) -> RunResult:
-        """``Runner.run_sync`` with this session, through its egress (see :meth:`run`);
-        ``final_output`` is restored on the loop the SDK ran on."""
+                 restore: bool = True, restore_arguments: bool = True,
+                 **kwargs: Any) -> RunResult:
+        """``Runner.run_sync`` with this session, through its egress and reserved (see
+        :meth:`run`); ``final_output`` is restored on the loop the SDK ran on."""
         _require_sdk()
         from agents import Runner
 
         with self._running(input):
-            result = Runner.run_sync(self._guarded(agent), input, session=self,
-                                     run_config=self.run_config(run_config), **kwargs)
+            result = Runner.run_sync(self._prepared(agent, restore_arguments), input,
+                                     session=self, run_config=self.run_config(run_config),
+                                     **kwargs)
         if restore:
             asyncio.get_event_loop_policy().get_event_loop().run_until_complete(
                 self._restore_result(result))
@@ -266,9 +276,11 @@ class ChatkeepSession:
 
     def run_streamed(self, agent: Agent[Any], input: Any, *,
                      run_config: RunConfig | Mapping[str, Any] | None = None,
-                     restore: bool = True, **kwargs: Any) -> RunResultStreaming:
-        """``Runner.run_streamed`` with this session, through its egress (the run's task
-        is created here, so it carries the filter's mark; see :meth:`run`). ``restore``:
+                     restore: bool = True, restore_arguments: bool = True,
+                     **kwargs: Any) -> RunResultStreaming:
+        """``Runner.run_streamed`` with this session, through its egress and reserved (the
+        run's task is created here, so it carries the filter's mark; see :meth:`run`; a
+        refused request ends the stream with ``QuotaExceeded``). ``restore``:
         ``stream_events()`` yields the text deltas (and each text's ``done`` event) with
         the user's own values, a placeholder split across deltas restored whole, and
         ``final_output`` is restored once the stream ends."""
@@ -276,7 +288,8 @@ class ChatkeepSession:
         from agents import Runner
 
         with self._running(input):
-            result = Runner.run_streamed(self._guarded(agent), input, session=self,
+            result = Runner.run_streamed(self._prepared(agent, restore_arguments), input,
+                                         session=self,
                                          run_config=self.run_config(run_config), **kwargs)
         if restore:
             events = result.stream_events
@@ -317,13 +330,14 @@ class ChatkeepSession:
         """``base`` (or a default ``RunConfig``) as ``run*`` pass it to the SDK: this
         session's input filter chained after its own, ``base``'s input guardrails fed
         scrubbed input, ``ModelSettings(include_usage=True)`` (unless ``base`` says
-        ``False``) so streamed calls report usage, and ``trace_include_sensitive_data``
-        off when the session may redact. Passing it to ``Runner.run`` yourself is not
+        ``False``) so streamed calls report usage, ``trace_include_sensitive_data`` off
+        when the session may redact, and the models it names or provides reserving every
+        request on the tenant's quota. Passing it to ``Runner.run`` yourself is not
         enough on a redacting session: the filter runs only per model call, after the SDK
         has read the history, so use :meth:`run`."""
         _require_sdk()
         return runs.chained_run_config(base, self._egress, self._scrub_input,
-                                       redacting=self._may_redact())
+                                       redacting=self._may_redact(), quota=self._quota())
 
     def _may_redact(self) -> bool:
         """Whether the session redacts, read from the row loaded (without one: whether
@@ -335,9 +349,43 @@ class ChatkeepSession:
         return switches.redacts(core.anonymize_pii, self.keep.config.privacy.anonymize_pii,
                                 core.row.pii_protected)
 
-    def _guarded(self, agent: Agent[Any]) -> Agent[Any]:
-        """``agent`` with its input guardrails fed scrubbed input."""
-        return runs.guarded_agent(agent, self._scrub_input)
+    def _prepared(self, agent: Agent[Any], restore_arguments: bool) -> Agent[Any]:
+        """The run's starting agent: its input guardrails fed scrubbed input, and it and
+        every agent it hands off to cloned with their models reserving each request and
+        (``restore_arguments``, on a session that may redact) their function tools
+        receiving restored arguments (:mod:`.graph`)."""
+        from chatkeep.integrations.openai_agents.reserving import QuotaModel
+
+        quota = self._quota()
+
+        def reserving(model: Any) -> Any:
+            return model if isinstance(model, QuotaModel) else QuotaModel(model, quota)
+
+        restore = self._restore_payload if restore_arguments and self._may_redact() else None
+        return graph.RunAgents(restore, reserving).agent(
+            runs.guarded_agent(agent, self._scrub_input))
+
+    def _quota(self) -> RequestQuota:
+        """What reserves this session's model requests (:mod:`.reserving`)."""
+        from chatkeep.integrations.openai_agents.reserving import RequestQuota
+
+        return RequestQuota(self._reserve, self._counter,
+                            self.keep.config.quotas.output_ceiling)
+
+    async def _reserve(self, tokens: int) -> AsyncReservation:
+        """``tokens`` held on the quotas of this session's tenant and actor (purpose
+        ``chat``), or ``QuotaExceeded`` with nothing written."""
+        session = await self.conversation()
+        return await self.keep.quotas.reserve(session.tenant, tokens, actor=session.actor,
+                                              session_id=session.id, purpose="chat")
+
+    async def _restore_payload(self, value: Any) -> Any:
+        """A JSON-like value with this session's placeholders put back (as it is when the
+        session does not redact)."""
+        session = await self.conversation()
+        if not await self.keep.privacy.redacts(session):
+            return value
+        return await self.keep.privacy.restore_payload(session, value)
 
     async def _scrub(self, payload: Any, context: str | None) -> Any:
         """``payload`` through this session's egress (as it is when the session does not

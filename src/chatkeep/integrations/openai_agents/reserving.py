@@ -1,0 +1,187 @@
+"""Every model request of an Agents SDK run reserved on the tenant's quota (issue 33).
+
+:class:`RequestQuota` holds one request's tokens through ``keep.quotas`` (the chatkeep
+session's tenant and actor, purpose ``chat``): the request's input as the keep's token
+counter counts it (instructions, input items and the tools' definitions) plus its output
+ceiling (the resolved ``ModelSettings.max_tokens``, else ``quotas.output_ceiling``).
+:class:`QuotaModel` wraps an SDK ``Model`` so that each ``get_response`` and
+``stream_response`` call is reserved before anything is sent (``QuotaExceeded``, nothing
+sent, when it does not fit), settled at the usage the response reports (at its reserved
+amount when it reports none, as a Pydantic AI run's), and released when the call fails
+before its response. A stream that ends without its final event after the first one
+arrived counts at the reserved amount (the provider may have billed it).
+:class:`QuotaProvider` wraps a ``ModelProvider`` the same way, for agents that name
+their model by name.
+
+Imports the SDK: :class:`ChatkeepSession` imports this module when a run needs it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from agents.models.interface import Model, ModelProvider
+
+if TYPE_CHECKING:
+    from chatkeep.aio import AsyncReservation
+    from chatkeep.tokens import TokenCounter
+
+log = logging.getLogger("chatkeep.integrations.openai_agents")
+
+__all__ = ["QuotaModel", "QuotaProvider", "RequestQuota", "request_text"]
+
+#: The stream events that end a response (each carries it, with its usage).
+_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+
+def _plain(value: Any) -> Any:
+    """SDK values (pydantic models, lists of them) as plain JSON-like values."""
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    dump = getattr(value, "model_dump", None)
+    return dump(exclude_unset=True) if callable(dump) else value
+
+
+def _definition(tool: Any) -> Any:
+    """What the model is told of a tool (or a handoff): its name, description and
+    parameters."""
+    return [getattr(tool, "name", None) or getattr(tool, "tool_name", None),
+            getattr(tool, "description", None) or getattr(tool, "tool_description", None),
+            getattr(tool, "params_json_schema", None) or getattr(tool, "input_json_schema",
+                                                                  None)]
+
+
+def request_text(instructions: str | None, input: Any, tools: Any = (),
+                 handoffs: Any = ()) -> str:
+    """The text of one model request a reservation counts: instructions, input items and
+    the definitions of the tools and handoffs offered."""
+    return json.dumps([instructions or "", _plain(input if isinstance(input, list) else
+                                                  [input]),
+                       [_definition(tool) for tool in [*(tools or ()), *(handoffs or ())]]],
+                      ensure_ascii=False, default=str)
+
+
+class RequestQuota:
+    """Reserves and settles the model requests of one session's runs.
+
+    ``reserve(tokens)``: ``keep.quotas.reserve`` for the session (raises
+    ``QuotaExceeded``); ``counter()``: the keep's token counter; ``ceiling``: the output
+    tokens held for a request whose settings name no ``max_tokens``."""
+
+    def __init__(self, reserve: Callable[[int], Awaitable[AsyncReservation]],
+                 counter: Callable[[], Awaitable[TokenCounter]], ceiling: int) -> None:
+        self._reserve = reserve
+        self._counter = counter
+        self.ceiling = ceiling
+
+    def output_ceiling(self, settings: Any) -> int:
+        """The output tokens a request with ``settings`` may write."""
+        limit = getattr(settings, "max_tokens", None)
+        return limit if isinstance(limit, int) and limit > 0 else self.ceiling
+
+    async def hold(self, instructions: str | None, input: Any, settings: Any,
+                   tools: Any = (), handoffs: Any = ()) -> AsyncReservation:
+        """Reserve one request: its input as the counter counts it plus its output
+        ceiling (``QuotaExceeded`` when it does not fit, nothing written)."""
+        count = (await self._counter()).count
+        asked = count(request_text(instructions, input, tools, handoffs))
+        return await self._reserve(asked + self.output_ceiling(settings))
+
+    @staticmethod
+    async def settle(held: AsyncReservation, usage: Any) -> None:
+        """Settle ``held`` at the response's usage (input plus output tokens), or at its
+        reserved amount when the response reports none (never less than it may have
+        cost)."""
+        if held.done:
+            return
+        used = int(getattr(usage, "input_tokens", 0) or 0) + \
+            int(getattr(usage, "output_tokens", 0) or 0)
+        await held.settle(used if used > 0 else None)
+
+
+class QuotaModel(Model):
+    """An SDK ``Model`` whose every request is reserved on the session's quota first (see
+    the module); everything else is the wrapped model's (``model``, its name, included)."""
+
+    def __init__(self, inner: Model, quota: RequestQuota) -> None:
+        self.inner = inner
+        self.quota = quota
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("inner", "quota") or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __repr__(self) -> str:
+        return f"QuotaModel({self.inner!r})"
+
+    async def get_response(self, system_instructions: str | None, input: Any,
+                           model_settings: Any, tools: Any, output_schema: Any,
+                           handoffs: Any, tracing: Any, **kwargs: Any) -> Any:
+        """The wrapped model's response, reserved before and settled after."""
+        held = await self.quota.hold(system_instructions, input, model_settings, tools,
+                                     handoffs)
+        try:
+            response = await self.inner.get_response(
+                system_instructions, input, model_settings, tools, output_schema, handoffs,
+                tracing, **kwargs)
+        except BaseException:
+            await held.release()  # failed before its response: nothing counted
+            raise
+        await self.quota.settle(held, getattr(response, "usage", None))
+        return response
+
+    async def stream_response(self, system_instructions: str | None, input: Any,
+                              model_settings: Any, tools: Any, output_schema: Any,
+                              handoffs: Any, tracing: Any,
+                              **kwargs: Any) -> AsyncIterator[Any]:
+        """The wrapped model's events, reserved before the request and settled at the
+        final event's usage."""
+        held = await self.quota.hold(system_instructions, input, model_settings, tools,
+                                     handoffs)
+        received = False
+        try:
+            async for event in self.inner.stream_response(
+                    system_instructions, input, model_settings, tools, output_schema,
+                    handoffs, tracing, **kwargs):
+                received = True
+                response = getattr(event, "response", None)
+                if getattr(event, "type", None) in _TERMINAL and response is not None:
+                    await self.quota.settle(held, getattr(response, "usage", None))
+                yield event
+        finally:
+            if not held.done:
+                # No final event: nothing arrived (released) or the stream broke off
+                # mid-answer (counted as reserved: the provider may have billed it).
+                await (held.settle() if received else held.release())
+
+    def get_retry_advice(self, request: Any) -> Any:
+        """The wrapped model's retry advice."""
+        return self.inner.get_retry_advice(request)
+
+    async def close(self) -> None:
+        """Close the wrapped model."""
+        await self.inner.close()
+
+    async def _cleanup_on_run_end(self, owner: object) -> None:
+        await self.inner._cleanup_on_run_end(owner)
+
+
+class QuotaProvider(ModelProvider):
+    """A ``ModelProvider`` whose models are :class:`QuotaModel` over ``inner``'s."""
+
+    def __init__(self, inner: ModelProvider, quota: RequestQuota) -> None:
+        self.inner = inner
+        self.quota = quota
+
+    def get_model(self, model_name: str | None) -> Model:
+        """``inner``'s model of that name, its requests reserved."""
+        model = self.inner.get_model(model_name)
+        return model if isinstance(model, QuotaModel) else QuotaModel(model, self.quota)
+
+    async def aclose(self) -> None:
+        """Close ``inner``."""
+        await self.inner.aclose()
