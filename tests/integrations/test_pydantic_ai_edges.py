@@ -351,8 +351,8 @@ def test_a_placeholder_cut_by_the_first_chunk_is_restored_whole(
 
 
 def test_a_paused_run_keeps_the_arguments_the_model_wrote(db_url: str) -> None:
-    """A run paused for an approval outputs its waiting calls as the model wrote them (the
-    tool gets those arguments once approved); only what the user reads is restored."""
+    """A run paused for an approval outputs its waiting calls as the model wrote them;
+    once approved, the tool runs with the real values (``restore_tool_args``)."""
 
     async def scenario(server: FakeOpenAIServer) -> None:
         async with AsyncChatkeep(db_url, config=PRIVACY, dispatcher="inline") as keep:
@@ -361,9 +361,12 @@ def test_a_paused_run_keeps_the_arguments_the_model_wrote(db_url: str) -> None:
                                            output_type=[str, DeferredToolRequests],
                                            capabilities=[ChatkeepHistory(store)])
 
+            erased: list[str] = []
+
             @agent.tool_plain(requires_approval=True)
             def forget(email: str) -> str:
                 """Erase a contact."""
+                erased.append(email)
                 return f"erased {email}"
 
             server.script(Reply.calls(("c1", "forget", '{"email": "<EMAIL_1>"}')),
@@ -376,6 +379,7 @@ def test_a_paused_run_keeps_the_arguments_the_model_wrote(db_url: str) -> None:
                 conversation=await store.for_run("d"),
                 deferred_tool_results=DeferredToolResults(approvals={"c1": True}))
             assert resumed.output == f"Erased {EMAIL}."
+            assert erased == [EMAIL]  # once approved, the tool gets the real value
             await store.save(resumed)
 
     with FakeOpenAIServer() as server:

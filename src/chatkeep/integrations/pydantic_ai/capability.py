@@ -54,6 +54,8 @@ from chatkeep.refs import Ref
 Tenant = Ref | Callable[[RunContext[Any]], Ref | None] | None
 #: Restores kept for runs' current steps (one mapping read per model request).
 _RESTORES_KEPT = 256
+#: Tools the agent runs itself: function tools, and those that need approval first.
+_FUNCTION_KINDS = frozenset({"function", "unapproved"})
 
 
 class _Held:
@@ -190,8 +192,9 @@ class ChatkeepHistory(AbstractCapability[Any]):
                                    tool_def: ToolDefinition,
                                    args: RawToolArgs) -> RawToolArgs:
         """A function tool's arguments with the real values (``restore_tool_args``): what
-        it validates and runs with. The call in the messages keeps the model's."""
-        if not self.restore_tool_args or tool_def.kind != "function" \
+        it validates and runs with, also once approved (a call awaiting approval keeps
+        the args it was validated with). The call in the messages keeps the model's."""
+        if not self.restore_tool_args or tool_def.kind not in _FUNCTION_KINDS \
                 or not ctx.conversation_id:
             return args
         data: Any = args
