@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import openai
@@ -278,3 +278,34 @@ def test_an_agent_run_as_a_tool_is_reserved_too(world: World) -> None:
     run(scenario())
     assert len(world.server.requests) == 3 + 2 + 1
     assert all("You are the expert" not in body for body in world.server.bodies()[3:])
+
+
+def test_a_stream_cancelled_mid_answer_counts_at_its_reserved_amount(world: World) -> None:
+    """The app stops a streamed run after its first text delta: the request was sent and
+    partly answered, so its reservation counts at the amount it held (never released)."""
+    world.server.responder = _holding(world, lambda body: Reply.ok("Sunny in Paris, 18C."))
+
+    async def scenario() -> None:
+        async with world.keep() as keep:
+            await keep.quotas.set(ORG, tokens=1_000_000)
+            session = await ChatkeepSession.open(keep, tenant=ORG)
+            streamed = session.run_streamed(world.agent(), "Weather in Paris?")
+            async for event in streamed.stream_events():
+                if event.type == "raw_response_event" and \
+                        event.data.type == "response.output_text.delta":
+                    streamed.cancel()
+            quota = await keep.quotas.get(ORG)
+            assert quota is not None and quota.reserved == 0
+            assert quota.spent == world.held_during[0] > 4096
+
+    run(scenario())
+
+
+def _holding(world: World, answer: Callable[[dict[str, Any]], Reply]) -> Any:
+    """``answer``, after noting what the quota holds (as World.answer does)."""
+    def respond(body: dict[str, Any]) -> Reply:
+        quota = world.reader().quotas.get(ORG)
+        world.held_during.append(quota.reserved if quota is not None else -1)
+        return answer(body)
+
+    return respond

@@ -334,7 +334,9 @@ class ChatkeepSession:
         when the session may redact, and the models it names or provides reserving every
         request on the tenant's quota. Passing it to ``Runner.run`` yourself is not
         enough on a redacting session: the filter runs only per model call, after the SDK
-        has read the history, so use :meth:`run`."""
+        has read the history, so use :meth:`run`. Nor for quotas: an agent's own model
+        object is wrapped only by :meth:`run` (its clone), so under this config alone the
+        filter reserves such a request and counts it at its reserved amount."""
         _require_sdk()
         return runs.chained_run_config(base, self._egress, self._scrub_input,
                                        redacting=self._may_redact(), quota=self._quota())
