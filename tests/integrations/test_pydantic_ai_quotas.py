@@ -216,3 +216,40 @@ def test_run_sync_on_a_sync_keep_reserves_the_actor_too(db_url: str) -> None:
                 assert got is not None and (got.spent, got.reserved) == (14, 0)
     finally:
         keep.close()
+
+
+def test_a_stream_the_app_stops_counts_and_a_refused_stream_releases(db_url: str) -> None:
+    """A stream the application stops reading (it raises mid-stream) may have been billed:
+    its reservation counts at the reserved amount (the request's tokens plus the output
+    ceiling). A streamed request the server refuses (HTTP 400) is released."""
+    prepared: list[PreparedRequest] = []
+
+    class Stop(Exception):
+        pass
+
+    async def scenario(server: FakeOpenAIServer) -> None:
+        async with AsyncChatkeep(db_url, dispatcher="inline") as keep:
+            store = ChatkeepConversationStore(keep, tenant=ORG)
+            agent: Agent[Any, Any] = Agent(chat_model(server.base_url), capabilities=[
+                ChatkeepHistory(store, on_request=prepared.append)])
+            await set_quota(keep, ORG, 100_000)
+            server.script(Reply.ok("A long streamed answer.", prompt_tokens=21,
+                                   completion_tokens=4))
+            with pytest.raises(Stop):
+                async with agent.run_stream("Stream", conversation=await store.for_run(
+                        "stop")) as stream:
+                    async for _ in stream.stream_text(delta=True, debounce_by=None):
+                        raise Stop
+            reserved = prepared[-1].request_tokens + keep.config.quotas.output_ceiling
+            assert await state(keep, ORG) == (reserved, 0)
+
+            server.script(Reply.error(400, "bad request"))
+            with pytest.raises((ModelHTTPError, ModelAPIError)):
+                async with agent.run_stream("Again", conversation=await store.for_run(
+                        "stop")) as stream:
+                    await stream.get_output()
+            assert await state(keep, ORG) == (reserved, 0)
+
+    with FakeOpenAIServer() as server:
+        asyncio.run(scenario(server))
+        assert len(server.requests) == 2

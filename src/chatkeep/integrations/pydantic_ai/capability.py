@@ -59,9 +59,11 @@ _FUNCTION_KINDS = frozenset({"function", "unapproved"})
 
 
 class _Held:
-    """The reservation of the model request a ``wrap_model_request`` call wraps."""
+    """The reservation of the model request a ``wrap_model_request`` call wraps, and
+    whether the model call failed (an error before any response: released)."""
 
     reservation: Reservation | None = None
+    failed: bool = False
 
 
 #: Set by ``wrap_model_request`` around its handler, which runs ``before_model_request``.
@@ -152,21 +154,41 @@ class ChatkeepHistory(AbstractCapability[Any]):
     ) -> ModelResponse:
         """The request, reserved on the tenant's quota by ``before_model_request``; its
         reservation settled to the response's usage (a streamed response's when the
-        stream has ended), or released when it fails before a response."""
+        stream has ended), released when the request fails (an error raised before a
+        response), counted at its reserved amount when the request is cancelled (a stream
+        the application stopped reading: what the provider billed is not known)."""
         slot = _Held()
         token = _HELD.set(slot)
         try:
             response = await handler(request_context)
-        except BaseException:
+        except BaseException as exc:
             if slot.reservation is not None:
                 with anyio.CancelScope(shield=True):
-                    await self.store.release(slot.reservation)
+                    if slot.failed or isinstance(exc, Exception):
+                        await self.store.release(slot.reservation)
+                    else:
+                        await self.store.settle(slot.reservation, None)
             raise
         finally:
             _HELD.reset(token)
         if slot.reservation is not None:
-            await self.store.settle(slot.reservation, _quota.used_of(response))
+            used = _quota.used_of(response)
+            if used is None and slot.failed:  # a response recovered from a failed call
+                await self.store.release(slot.reservation)
+            else:
+                await self.store.settle(slot.reservation, used)
         return response
+
+    async def on_model_request_error(self, ctx: RunContext[Any], *,
+                                     request_context: ModelRequestContext,
+                                     error: Exception) -> ModelResponse:
+        """Note that the model call failed before a response (its reservation is then
+        released, even when the error reaches ``wrap_model_request`` as a cancellation,
+        as a streamed request's does), and raise it on."""
+        slot = _HELD.get()
+        if slot is not None:
+            slot.failed = True
+        raise error
 
     async def for_run(self, ctx: RunContext[Any]) -> ChatkeepHistory:
         """This capability for one run: it knows the run (for the model it wraps)."""
