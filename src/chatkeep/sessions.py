@@ -9,9 +9,10 @@ show after ``refresh()``; ``messages`` always reads the database.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from chatkeep.errors import (
     ChatkeepError,
@@ -32,6 +33,7 @@ from chatkeep.messages import (
 )
 from chatkeep.refs import Ref, require_ref
 from chatkeep.store.lifecycle import LifecycleStore
+from chatkeep.store.quotas import Settlement
 from chatkeep.store.repository import BilledUsage, Repository, SessionRow
 from chatkeep.switches import protected_at_creation
 from chatkeep.tokens import HeuristicCounter, TokenCounter
@@ -55,6 +57,8 @@ if TYPE_CHECKING:
 
 PURPOSES = ("chat", "summary", "distil", "manual")
 _T = TypeVar("_T")
+
+log = logging.getLogger("chatkeep.sessions")
 
 
 def _check_tokens(value: object, what: str) -> int:
@@ -89,7 +93,7 @@ class ChatSession:
         self._keep_retracted = keep_retracted_text
         # The quota reservation build_history(max_output_tokens=) holds for the next call
         # (see hold_reservation); add_assistant_response settles it.
-        self._reservation: Callable[[Usage | None], object] | None = None
+        self._reservation: Callable[[Usage | None], object] | HeldReservation | None = None
 
     def __repr__(self) -> str:
         return (f"ChatSession(id={self.id!r}, tenant={self.tenant}, actor={self.actor}, "
@@ -315,11 +319,28 @@ class ChatSession:
         """
         metadata = check_metadata(metadata, error=InvalidMessage)
         turn = _reading("a model response", read_response, response)
-        message = self.add_drafts([MessageDraft.from_turn(turn, metadata)])[0]
-        settle, self._reservation = self._reservation, None
-        if settle is not None:  # the reservation build_history held, at the real usage
-            settle(turn.usage)
-        return message
+        held, self._reservation = self._reservation, None
+        if held is None or not isinstance(held, HeldReservation):
+            message = self.add_drafts([MessageDraft.from_turn(turn, metadata)])[0]
+            if held is not None:  # the reservation build_history held, at the real usage
+                held(turn.usage)
+            return message
+        # Settled at the real usage in the append's own transaction (no commit of its
+        # own); if the append fails, settled on its own (a no-op if the append's
+        # statement settled it already).
+        settlement = held.settlement(turn.usage)
+        try:
+            messages, self._row = self._repo.append_messages(
+                self.id, prepare_batch([MessageDraft.from_turn(turn, metadata)],
+                                       self._counter), settle=settlement)
+        except BaseException:
+            _settle_anyway(held, turn.usage)
+            raise
+        if settlement is None:
+            held.settle(turn.usage)
+        else:
+            held.settled()
+        return messages[0]
 
     def record(self, payload: Any, *, format: str) -> list[Message]:
         """Record request-side messages written in a wire format, atomically (all or none).
@@ -616,13 +637,44 @@ def _shown(ref: Ref | None) -> str:
     return "none" if ref is None else str(ref)
 
 
+@runtime_checkable
+class HeldReservation(Protocol):
+    """What ``build_history(..., max_output_tokens=N)`` holds for the session's next
+    answer: a quota ``Reservation`` (its settle can join the answer's append)."""
+
+    def settle(self, used: object = None) -> bool:
+        """Settle on its own, at ``used``."""
+        ...
+
+    def settlement(self, used: object = None) -> Settlement | None:
+        """The settle as a value the append's transaction runs (``None``: settle it on
+        its own)."""
+        ...
+
+    def settled(self) -> None:
+        """The append that ran the settlement committed."""
+        ...
+
+
 def hold_reservation(session: ChatSession,
-                     settle: Callable[[Usage | None], object] | None) -> None:
+                     settle: Callable[[Usage | None], object] | HeldReservation | None
+                     ) -> None:
     """Hold ``settle`` for ``session``'s next recorded answer: ``add_assistant_response``
-    calls it with the answer's usage (``None``: none reported, so the reserved amount
-    counts). What ``build_history(..., max_output_tokens=N)`` uses; a newer hold replaces
-    an older one, which its lease then ends."""
+    settles it at the answer's usage (``None``: none reported, so the reserved amount
+    counts): a ``Reservation`` in the append's own transaction, a callable after it.
+    What ``build_history(..., max_output_tokens=N)`` uses; a newer hold replaces an
+    older one, which its lease then ends."""
     session._reservation = settle
+
+
+def _settle_anyway(held: HeldReservation, usage: Usage | None) -> None:
+    """After a failed append: settle the reservation on its own (the call was made; a
+    settle its statement already ran makes this a no-op), never hiding the failure."""
+    try:
+        held.settle(usage)
+    except Exception:
+        log.warning("could not settle a quota reservation after a failed append "
+                    "(its lease will end it)", exc_info=True)
 
 
 def check_session(tenant: object, actor: object = None, subject: object = None, *,

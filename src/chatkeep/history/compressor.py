@@ -189,7 +189,7 @@ class HistoryCompressor:
                                    actor=session.actor, session_id=session.id,
                                    purpose="chat")
         if held.id is not None:
-            hold_reservation(session, held.settle)
+            hold_reservation(session, held)
             history.info = dataclasses.replace(history.info, reservation=held.id)
         return history
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from chatkeep.errors import InvalidArgument
 from chatkeep.refs import Ref
+from chatkeep.store.quotas import Clock, Settlement
 
 log = logging.getLogger("chatkeep.quotas")
 
@@ -51,15 +52,16 @@ class Reservation:
     without settling counts it at its reserved amount (never less than it may have cost).
     """
 
-    __slots__ = ("_settler", "actor", "done", "id", "purpose", "session_id", "tenant",
-                 "tokens")
+    __slots__ = ("_clock", "_settler", "actor", "done", "id", "purpose", "session_id",
+                 "tenant", "tokens")
 
     def __init__(self, reservation_id: str | None, tokens: int, tenant: Ref,
                  actor: Ref | None, *, purpose: str, session_id: str | None,
-                 settler: Settler | None) -> None:
+                 settler: Settler | None, clock: Callable[[], Clock] | None = None) -> None:
         self.id, self.tokens, self.tenant, self.actor = reservation_id, tokens, tenant, actor
         self.purpose, self.session_id = purpose, session_id
         self._settler = settler
+        self._clock = clock
         self.done = reservation_id is None
 
     def __repr__(self) -> str:
@@ -75,6 +77,20 @@ class Reservation:
     def release(self) -> bool:
         """Give the tokens back: the call failed before its response (nothing billed)."""
         return self._finish(0)
+
+    def settlement(self, used: object = None) -> Settlement | None:
+        """This reservation's settle at ``used`` as a value the write that stores the
+        call's answer runs in its own transaction (``session.add_assistant_response``:
+        the append), so settling costs no commit of its own; call :meth:`settled` once
+        that write committed. ``None`` when there is nothing to settle that way (no
+        quota applied, settled already, or no clock given: use :meth:`settle`)."""
+        if self.done or self.id is None or self._clock is None:
+            return None
+        return Settlement(self.id, None if used is None else used_tokens(used), self._clock())
+
+    def settled(self) -> None:
+        """Mark it settled: the write that ran its :meth:`settlement` committed."""
+        self.done = True
 
     def _finish(self, used: int | None) -> bool:
         if self.done or self.id is None or self._settler is None:

@@ -177,7 +177,7 @@ class QuotaService:
                                   lease_until=clock.now + int(self.config.lease + 0.999),
                                   purpose=purpose, session_id=session_id, default=default)
         return Reservation(held.id if held else None, tokens, tenant, who, purpose=purpose,
-                           session_id=session_id, settler=self._settle)
+                           session_id=session_id, settler=self._settle, clock=self._clock)
 
     def _settle(self, reservation_id: str, used: int | None) -> bool:
         return self.store.settle(reservation_id, used, self._clock())

@@ -22,6 +22,12 @@ from chatkeep.errors import (
 )
 from chatkeep.messages import Message, MessageDraft, Role
 from chatkeep.store.executor import Executor, Transport
+from chatkeep.store.quotas import (
+    PG_APPEND_SETTLE,
+    TAKE_RESERVATION,
+    Settlement,
+    settle_in,
+)
 from chatkeep.store.rows import (
     BilledUsage,
     SessionRow,
@@ -67,17 +73,23 @@ Appended = tuple[list[Message], SessionRow]
 # -- the append ----------------------------------------------------------------------------
 
 def append(transport: Transport, session_id: str, batch: Batch,
-           clock: Callable[[], datetime]) -> Appended:
+           clock: Callable[[], datetime], settle: Settlement | None = None) -> Appended:
     """Append ``batch`` (not empty) atomically: all of it, with consecutive seqs, its
     tool calls and its usage, or nothing. On PostgreSQL a batch without tool plumbing is
     one statement, its own transaction (one round trip); anything else is one
-    transaction, its clock read once it began."""
+    transaction, its clock read once it began. ``settle``: the quota reservation the
+    answer was held for, settled in the same transaction (the same statement on
+    PostgreSQL), so it costs no commit of its own."""
     try:
         if transport.dialect == "postgresql" and plain(batch):
             with transport.autocommit() as ex:
-                return _append_in_one_statement(ex, session_id, batch, clock())
+                return _append_in_one_statement(ex, session_id, batch, clock(), settle)
         with transport.transaction() as ex:
-            return append_in(ex, session_id, batch, clock())
+            appended = append_in(ex, session_id, batch, clock())
+            if settle is not None:
+                settle_in(ex, TAKE_RESERVATION, settle.reservation_id, settle.used,
+                          settle.clock)
+            return appended
     except transport.integrity_errors as exc:
         raise append_error(exc, batch) from None
 
@@ -123,12 +135,15 @@ def append_in(ex: Executor, session_id: str, batch: Batch, now: datetime) -> App
 
 
 def _append_in_one_statement(ex: Executor, session_id: str, batch: Batch,
-                             now: datetime) -> Appended:
+                             now: datetime, settle: Settlement | None = None) -> Appended:
     """PostgreSQL, a batch without tool plumbing: claim the seq range, insert the messages
     and their usage in one statement (data-modifying CTEs), instead of BEGIN, UPDATE,
-    INSERT(s) and COMMIT."""
+    INSERT(s) and COMMIT; with ``settle``, the reservation's settle in it too."""
     usage, values = pg_append_values(session_id, batch, now)
-    claimed = ex.rows(PG_APPEND[usage], values)
+    if settle is None:
+        claimed = ex.rows(PG_APPEND[usage], values)
+    else:
+        claimed = ex.rows(PG_APPEND_SETTLE[usage], {**values, **settle.pg_params()})
     if not claimed:
         _refuse(ex, session_id)
     session = session_from_row(claimed[0])

@@ -11,6 +11,11 @@ the reservation's own row (with its lease) is inserted in the same transaction. 
 deletes that row and moves its tokens from ``reserved`` to ``spent`` (the real usage),
 again in one transaction. A window rolls over inside the same statements: the arithmetic
 is on epoch seconds, so it is the same on both databases.
+
+A reservation held for a turn is settled inside the transaction that stores its answer
+(a :class:`Settlement` handed to the append): on PostgreSQL the settle's CTEs ride in the
+append's one statement (:data:`PG_APPEND_SETTLE`), on SQLite its two statements join the
+append's ``BEGIN IMMEDIATE`` (:func:`settle_in`), so the answer costs no commit more.
 """
 
 from __future__ import annotations
@@ -24,11 +29,15 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Engine,
+    Select,
     and_,
     bindparam,
     case,
     delete,
+    func,
     insert,
+    literal,
+    or_,
     select,
     text,
     update,
@@ -38,9 +47,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from chatkeep.errors import QuotaExceeded
 from chatkeep.refs import Ref
 from chatkeep.store.direct import driver_transport
-from chatkeep.store.executor import CoreTransport, Transport
+from chatkeep.store.executor import CoreTransport, Executor, Transport
 from chatkeep.store.rows import as_utc, utcnow
 from chatkeep.store.schema import TS, chat_quotas, chat_reservations
+from chatkeep.store.statements import PG_APPEND
 
 TENANT_KEY = ""
 """The scope key of a tenant-wide quota."""
@@ -168,6 +178,36 @@ PG_EXPIRE = _pg_settle("DELETE FROM chat_reservations WHERE id = :b_id "
                        "AND lease_until <= CAST(:b_now AS BIGINT)")
 
 
+def _with_settle(append: Select[Any]) -> Select[Any]:
+    """PostgreSQL's one-statement append with a reservation's settle beside it (the
+    reservation's row taken, its tokens moved from ``reserved`` to ``spent`` at
+    ``b_q_used``, else at its reserved amount): both in the append's one transaction.
+    Its own parameter names (``b_q_*``), as the append's ``b_now`` is a timestamp."""
+    now = bindparam("b_q_now", type_=BigInteger())
+    taken = (delete(chat_reservations).where(_R.id == bindparam("b_q_id"))
+             .returning(_R.tenant_type, _R.tenant_id, _R.key_a, _R.key_b, _R.tokens)
+             .cte("settle_taken"))
+    rolled = _Q.window_end <= now
+    end = case((_Q.window_kind == "day", bindparam("b_q_day_end", type_=BigInteger())),
+               (_Q.window_kind == "month", bindparam("b_q_month_end", type_=BigInteger())),
+               else_=now + _Q.window_seconds)
+    used = func.coalesce(bindparam("b_q_used", type_=BigInteger()), taken.c.tokens)
+    settled = (update(chat_quotas)
+               .where(_Q.tenant_type == taken.c.tenant_type,
+                      _Q.tenant_id == taken.c.tenant_id,
+                      or_(_Q.scope_key == taken.c.key_a, _Q.scope_key == taken.c.key_b))
+               .values(window_end=case((rolled, end), else_=_Q.window_end),
+                       spent=case((rolled, 0), else_=_Q.spent) + used,
+                       reserved=case((_Q.reserved > taken.c.tokens,
+                                      _Q.reserved - taken.c.tokens), else_=0))
+               .returning(literal(1)).cte("settle_quotas"))
+    return append.add_cte(taken).add_cte(settled)
+
+
+PG_APPEND_SETTLE = {usage: _with_settle(PG_APPEND[usage]) for usage in (False, True)}
+""":data:`~chatkeep.store.statements.PG_APPEND` with a reservation's settle (CTEs)."""
+
+
 @dataclass(frozen=True, slots=True)
 class QuotaRow:
     """A stored quota as read: its limit and window, what the current window spent
@@ -204,6 +244,40 @@ class Clock:
     def params(self) -> dict[str, int]:
         """As bind parameters."""
         return {"b_now": self.now, "b_day_end": self.day_end, "b_month_end": self.month_end}
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """A reservation to settle inside another write's transaction (the append of the
+    answer it was held for): ``used`` tokens (``None``: its reserved amount) at
+    ``clock``."""
+
+    reservation_id: str
+    used: int | None
+    clock: Clock
+
+    def pg_params(self) -> dict[str, Any]:
+        """The parameters of :data:`PG_APPEND_SETTLE`'s settle."""
+        return {"b_q_id": self.reservation_id, "b_q_used": self.used,
+                "b_q_now": self.clock.now, "b_q_day_end": self.clock.day_end,
+                "b_q_month_end": self.clock.month_end}
+
+
+def settle_in(ex: Executor, take: Any, reservation_id: str, used: int | None,
+              clock: Clock) -> bool:
+    """Settle a reservation with ``ex``'s transaction (taken by ``take``: any, or only
+    one whose lease ended): its row deleted, its tokens moved from ``reserved`` to
+    ``used`` in ``spent``. ``False`` when there was none (settled already, or swept)."""
+    taken = ex.rows(take, {"b_id": reservation_id, **clock.params()})
+    if not taken:
+        return False
+    tenant_type, tenant_id, key_a, key_b, held = taken[0]
+    ex.rows(SETTLE, {"b_tenant_type": tenant_type, "b_tenant_id": tenant_id,
+                     "b_key_a": NO_KEY if key_a is None else key_a,
+                     "b_key_b": NO_KEY if key_b is None else key_b,
+                     **clock.params(), "b_held": int(held),
+                     "b_used": int(held) if used is None else used})
+    return True
 
 
 def actor_key(actor: Ref | None) -> str:
@@ -363,16 +437,7 @@ class QuotaStore:
                                             "b_used": used})
             return bool(taken and taken[0][0])
         with self._transport.transaction() as ex:
-            taken = ex.rows(take, {"b_id": reservation_id, **clock.params()})
-            if not taken:
-                return False
-            tenant_type, tenant_id, key_a, key_b, held = taken[0]
-            ex.rows(SETTLE, {"b_tenant_type": tenant_type, "b_tenant_id": tenant_id,
-                             "b_key_a": NO_KEY if key_a is None else key_a,
-                             "b_key_b": NO_KEY if key_b is None else key_b,
-                             **clock.params(), "b_held": int(held),
-                             "b_used": int(held) if used is None else used})
-            return True
+            return settle_in(ex, take, reservation_id, used, clock)
 
     def expired(self, clock: Clock, limit: int) -> list[str]:
         """Up to ``limit`` ids of reservations whose lease ended."""

@@ -29,6 +29,7 @@ from chatkeep.store.connections import reading, retrying_reads, transaction
 from chatkeep.store.direct import driver_transport
 from chatkeep.store.executor import CoreExecutor, CoreTransport, Transport
 from chatkeep.store.procedures import Batch, append_error, usage_values
+from chatkeep.store.quotas import Settlement
 from chatkeep.store.rows import (
     BilledUsage,
     SessionRow,
@@ -249,8 +250,8 @@ class Repository:
 
     # -- messages ------------------------------------------------------------------------
 
-    def append_messages(self, session_id: str,
-                        batch: Batch) -> tuple[list[Message], SessionRow]:
+    def append_messages(self, session_id: str, batch: Batch, *,
+                        settle: Settlement | None = None) -> tuple[list[Message], SessionRow]:
         """Append a batch of messages in one transaction: all of them, with consecutive
         ``seq`` values, their tool calls and their usage, or none (a tool result may answer
         a call made earlier in the same batch). Returns them and the session row after.
@@ -258,10 +259,11 @@ class Repository:
         The hot path of every ``add_*``: prebuilt statements (no per-call SQL construction),
         one ``UPDATE ... RETURNING`` for the seq range, one insert for the messages, one for
         their tool calls and one ``UPDATE ... RETURNING`` per tool result; on PostgreSQL a
-        batch without tool plumbing is one statement (:func:`procedures.append`)."""
+        batch without tool plumbing is one statement (:func:`procedures.append`).
+        ``settle``: the quota reservation the batch answers, settled in its transaction."""
         if not batch:
             raise InvalidMessage("nothing to append: the batch is empty")
-        return procedures.append(self._transport, session_id, batch, self.clock)
+        return procedures.append(self._transport, session_id, batch, self.clock, settle)
 
     @retrying_reads
     def read_messages(self, session_id: str, *, after_seq: int = 0,
