@@ -1,5 +1,5 @@
 """The read commands start without the model-facing layers (issue 32 item 11): ``sessions
-list``, ``usage``, ``tenants`` and ``db current`` read the store, so
+list``, ``sessions show``, ``usage``, ``tenants`` and ``db current`` read the store, so
 they import neither the history, privacy and memory layers nor the model guard, the
 recognizers' phone numbers, OpenTelemetry or an SDK (the facade builds those on first use;
 bench/cli_startup.py times the commands)."""
@@ -38,12 +38,18 @@ print(json.dumps(sorted(m for m in sys.modules if m.startswith(heavy))))
 
 @pytest.fixture(scope="module")
 def database(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    """A SQLite file with one session (messages and usage), and that session's id."""
+    """A SQLite file with one session (messages, usage, a summary folded offline), and
+    that session's id."""
     url = f"sqlite:///{tmp_path_factory.mktemp('startup') / 'chat.db'}"
-    with Chatkeep(url) as keep:
+    with Chatkeep(url, config={"chat": {"max_history_tokens": 1200,
+                                        "recent_messages_min": 2}}) as keep:
         session = keep.sessions.create(Ref("organization", 7), title="clause 4")
-        session.add_user("Where is clause 4?")
-        session.add_assistant("In the lease, page 3.", usage=Usage(12, 7), model="m")
+        for turn in range(24):
+            session.add_user(f"Where is clause {turn} of the lease? " * 4)
+            session.add_assistant(f"Clause {turn} is on page {turn + 2}. " * 4,
+                                  usage=Usage(12, 7), model="m")
+        keep.compressor.build_history(session, "Be brief.")
+        assert keep.sessions.get(session.id, Ref("organization", 7)).summary
         return url, session.id
 
 
@@ -59,6 +65,9 @@ def _loaded(argv: list[str]) -> list[str]:
 
 @pytest.mark.parametrize("command", [
     ["sessions", "list", "--tenant", "organization:7"],
+    ["sessions", "list", "--tenant", "organization:7", "--json"],
+    ["sessions", "show", "{id}"],
+    ["sessions", "show", "{id}", "--json"],
     ["usage"],
     ["tenants"],
     ["db", "current"],
