@@ -19,6 +19,7 @@ from agents import (
     Agent,
     ModelSettings,
     OpenAIChatCompletionsModel,
+    OpenAIProvider,
     OpenAIResponsesModel,
     RunConfig,
     function_tool,
@@ -155,6 +156,35 @@ def test_the_output_ceiling_is_the_requests_max_tokens(world: World) -> None:
     first, second, third, fourth = world.held_during
     assert all(300 < held < 300 + 1000 for held in (first, second)), world.held_during
     assert all(50 < held < 50 + 1000 for held in (third, fourth)), world.held_during
+
+
+@pytest.mark.parametrize("named_by", ["provider", "run_config.model"])
+def test_models_named_by_name_or_by_the_run_config_are_reserved(world: World,
+                                                                named_by: str) -> None:
+    """An agent naming its model by name (the run's model provider makes it) and a
+    ``run_config.model`` overriding every agent's are reserved the same way."""
+    async def scenario() -> None:
+        async with world.keep() as keep:
+            await keep.quotas.set(ORG, tokens=1_000_000)
+            session = await ChatkeepSession.open(keep, tenant=ORG)
+            agent = world.agent()
+            if named_by == "provider":
+                agent.model = "gpt-x"
+                config = RunConfig(model_provider=OpenAIProvider(
+                    openai_client=world.client(), use_responses=False))
+            else:
+                agent.model = "never-used"
+                config = RunConfig(model=OpenAIChatCompletionsModel(
+                    model="gpt-x", openai_client=world.client()))
+            result = await session.run(agent, "Weather in Paris?", run_config=config)
+            assert result.final_output == "Sunny, 18C."
+            quota = await keep.quotas.get(ORG)
+            assert quota is not None
+            assert (quota.spent, quota.reserved) == (sum(CALL) + sum(ANSWER), 0)
+
+    run(scenario())
+    assert len(world.held_during) == 2 and all(h > 4096 for h in world.held_during)
+    assert all(request["model"] == "gpt-x" for request in world.server.requests)
 
 
 @pytest.mark.parametrize("how", ["run", "run_streamed", "run_sync"])

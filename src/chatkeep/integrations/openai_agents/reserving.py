@@ -176,11 +176,17 @@ class QuotaProvider(ModelProvider):
     def __init__(self, inner: ModelProvider, quota: RequestQuota) -> None:
         self.inner = inner
         self.quota = quota
+        self._wrapped: dict[int, QuotaModel] = {}  # one wrapper per model the inner gives
 
     def get_model(self, model_name: str | None) -> Model:
         """``inner``'s model of that name, its requests reserved."""
         model = self.inner.get_model(model_name)
-        return model if isinstance(model, QuotaModel) else QuotaModel(model, self.quota)
+        if isinstance(model, QuotaModel):
+            return model
+        wrapped = self._wrapped.get(id(model))
+        if wrapped is None or wrapped.inner is not model:
+            wrapped = self._wrapped[id(model)] = QuotaModel(model, self.quota)
+        return wrapped
 
     async def aclose(self) -> None:
         """Close ``inner``."""
