@@ -164,6 +164,10 @@ class MemoryConfig:
     """Default number of memories recall returns."""
     recall_in_history: bool = False
     """Put recalled memories into the system message of ``build_history``."""
+    recall_stamp_every: timedelta = timedelta(hours=1)
+    """Recall records when it served a memory (``last_recalled_at``, what retention's
+    "not recalled or updated" reads) only when the stored time is older than this: one
+    write per recall at most, none while every memory served is fresh (``0``: always)."""
     embedder: str = "endpoint"
     """Where vectors for recall by meaning come from: ``endpoint`` (an OpenAI-compatible
     ``/v1/embeddings``, when ``embedding_model`` is set) or ``local`` (all-MiniLM-L6-v2 in
@@ -189,6 +193,9 @@ class MemoryConfig:
             raise ConfigError(f"memory.sweep_batch_size must be from 1 to {INT32_MAX}")
         if not 0 < self.recall_limit <= INT32_MAX:
             raise ConfigError(f"memory.recall_limit must be from 1 to {INT32_MAX}")
+        if not timedelta(0) <= self.recall_stamp_every <= MAX_IDLE_AFTER:
+            raise ConfigError("memory.recall_stamp_every must be from 0 to "
+                              f"{MAX_IDLE_AFTER.days} days")
         if self.sweep_idle_after < timedelta(0):
             raise ConfigError("memory.sweep_idle_after must not be negative")
         if self.sweep_idle_after > MAX_IDLE_AFTER:

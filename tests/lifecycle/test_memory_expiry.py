@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import inspect
 
-from chatkeep import Chatkeep, InvalidDump, Ref
+from chatkeep import Chatkeep, InvalidArgument, InvalidDump, MemoryNotFound, Ref
 from chatkeep.store import make_engine, migrate
 from chatkeep.store.memory_index import CACHED_COLUMNS, RECALL_COLUMNS
 from chatkeep.store.schema import memories
@@ -73,6 +73,63 @@ def test_the_sweep_deletes_expired_and_unrecalled_memories_and_nothing_else(
     assert {m.id for m in keep.memory.list(T2)} == {future.id}
     again = keep.retention.sweep()
     assert (again.memories, again.expired) == (0, 0)
+
+
+def test_an_expired_memory_is_not_served_before_the_sweep(
+        db_url: str, make_keep: Callable[..., Chatkeep]) -> None:
+    keep = make_keep()
+    gone = keep.memory.add(T1, "zqexpiry pancakes on sundays", scope="personal", actor=ANN)
+    kept = keep.memory.add(T1, "zqexpiry waffles on mondays", scope="personal", actor=ANN)
+    set_times(db_url, [gone.id], expires_at=0)
+    session = keep.sessions.create(T1, ANN)
+    assert [m.id for m in keep.memory.recall(session, "zqexpiry")] == [kept.id]
+    assert [m.id for m in keep.memory.recall(session)] == [kept.id]
+    listed = keep.memory.list(T1)  # review shows what awaits the sweep, marked
+    assert {m.id for m in listed} == {gone.id, kept.id}
+    assert [m.id for m in listed if m.expired(datetime.now(UTC))] == [gone.id]
+    assert [m.id for m in keep.memory.list(T1, include_expired=False)] == [kept.id]
+
+
+def test_set_expiry_sets_clears_and_refuses(make_keep: Callable[..., Chatkeep]) -> None:
+    keep = make_keep()
+    fact = keep.memory.add(T1, "a fact with a time to live")
+    dated = keep.memory.set_expiry(T1, fact.id, timedelta(hours=2))
+    assert dated.expires_at is not None
+    assert abs(dated.expires_at - datetime.now(UTC) - timedelta(hours=2)) < timedelta(minutes=1)
+    assert keep.memory.set_expiry(T1, fact.id, None).expires_at is None
+    for ttl in (timedelta(0), timedelta(days=-1), 60, timedelta(days=40_000)):
+        with pytest.raises(InvalidArgument, match="ttl"):
+            keep.memory.set_expiry(T1, fact.id, ttl)  # type: ignore[arg-type]
+    with pytest.raises(MemoryNotFound):
+        keep.memory.set_expiry(T2, fact.id, timedelta(hours=1))  # another tenant's id
+
+
+@pytest.mark.sync_api
+def test_recall_stamps_its_time_at_most_once_per_granularity(
+        db_url: str, make_keep: Callable[..., Chatkeep]) -> None:
+    keep = make_keep(config={"memory": {"recall_stamp_every": "1h"}})
+    fact = keep.memory.add(T1, "zqstamp tea with lemon", scope="personal", actor=ANN)
+    session = keep.sessions.create(T1, ANN)
+    assert stored(db_url, "last_recalled_at", fact.id) is None
+    updates: list[str] = []
+
+    def count(conn: object, cursor: object, statement: str, *_: object) -> None:
+        if statement.lstrip().upper().startswith("UPDATE MEMORIES"):
+            updates.append(statement)
+
+    sa.event.listen(keep.engine, "before_cursor_execute", count)
+    [found] = keep.memory.recall(session, "zqstamp")
+    first = stored(db_url, "last_recalled_at", fact.id)
+    assert first is not None and abs(first - datetime.now(UTC)) < timedelta(minutes=1)
+    assert found.id == fact.id and len(updates) == 1
+    for _ in range(3):  # fresh: no write at all
+        keep.memory.recall(session, "zqstamp")
+        keep.memory.provider(session)
+    assert len(updates) == 1 and stored(db_url, "last_recalled_at", fact.id) == first
+    set_times(db_url, [fact.id], last_recalled_at=1)  # older than the granularity
+    keep.memory.recall(session, "zqstamp")
+    assert len(updates) == 2
+    sa.event.remove(keep.engine, "before_cursor_execute", count)
 
 
 @pytest.mark.sync_api

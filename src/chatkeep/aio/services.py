@@ -143,7 +143,8 @@ class AsyncMemoryService(Twin[MemoryService]):
     @bridged
     async def list(self, tenant: Ref, *, scope: Scope | str | None = None,
                    actor: Ref | None = None, subject: Ref | None = None,
-                   include_superseded: bool = False, limit: int = 100) -> list[Memory]:
+                   include_superseded: bool = False, include_expired: bool = True,
+                   limit: int = 100) -> list[Memory]:
         """A tenant's memories for review, newest first."""
 
     @bridged
@@ -162,6 +163,11 @@ class AsyncMemoryService(Twin[MemoryService]):
     @bridged
     async def delete(self, tenant: Ref, memory_id: int) -> bool:
         """Erase the memory ``memory_id`` of ``tenant`` and its earlier versions."""
+
+    @bridged
+    async def set_expiry(self, tenant: Ref, memory_id: int, ttl: timedelta | None) -> Memory:
+        """Make the memory ``memory_id`` of ``tenant`` expire ``ttl`` from now (``None``:
+        never)."""
 
     @bridged
     async def vector_status(self, tenant: Ref | None = None) -> VectorStatus | None:

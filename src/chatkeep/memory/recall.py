@@ -10,10 +10,13 @@ only, never raised: the result (a ``Recalled`` list) says so in ``quota_refused`
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from dataclasses import replace
+from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
-from chatkeep.errors import QuotaExceeded
+from chatkeep.errors import QuotaExceeded, StoreError
 from chatkeep.history.plan import previous_texts
 from chatkeep.memory.hybrid import HybridRetriever, Payer
 from chatkeep.memory.scopes import readable_targets
@@ -25,6 +28,8 @@ from chatkeep.store.memory_rows import MemoryRow
 
 Memory = MemoryRow
 """A stored memory as recall and listing return it."""
+
+log = logging.getLogger(__name__)
 
 RECENT_TURNS_FOR_QUERY = 6
 #: Messages read before that window, so the oldest user message in it still has its context.
@@ -65,12 +70,35 @@ class TextRetriever:
 
 
 class Recaller:
-    """Answers ``keep.memory.recall`` and feeds ``build_history`` (``provider``)."""
+    """Answers ``keep.memory.recall`` and feeds ``build_history`` (``provider``), and
+    records when it served each memory (:meth:`stamp`)."""
 
-    def __init__(self, store: MemoryStore, retriever: Retriever, default_limit: int) -> None:
+    def __init__(self, store: MemoryStore, retriever: Retriever, default_limit: int,
+                 stamp_every: timedelta = timedelta(hours=1)) -> None:
         self.store = store
         self.retriever = retriever
         self.default_limit = default_limit
+        self.stamp_every = stamp_every
+
+    def stamp(self, tenant: Ref, served: Recalled) -> Recalled:
+        """Record that ``served`` (``tenant``'s) was recalled now (what retention's "not recalled or
+        updated" reads): one statement for those whose stored recall time is older than
+        ``stamp_every``, after the read, in its own transaction; none, and no round trip,
+        while all are fresh. A failed stamp is logged, not raised (the next recall stamps
+        again). Returns ``served``, its memories as they are now (``last_recalled_at``)."""
+        now = self.store.now()
+        older = now - self.stamp_every
+        stale = {m.id for m in served
+                 if m.last_recalled_at is None or m.last_recalled_at < older}
+        if not stale:
+            return served
+        try:
+            self.store.writes.stamp_recalled(tenant, sorted(stale), older, now)
+        except StoreError as exc:
+            log.warning("recall time of %d memories not recorded: %s", len(stale), exc)
+            return served
+        served[:] = [replace(m, last_recalled_at=now) if m.id in stale else m for m in served]
+        return served
 
     def recall(self, tenant: Ref, actor: Ref | None, subject: Ref | None,
                query: str | None = None, limit: int | None = None, *,
@@ -82,8 +110,9 @@ class Recaller:
         keys = [t.key for t in readable_targets(tenant, actor, subject)]
         if query is not None and query_terms(query):
             payer = Payer(tenant, actor, session.id if session is not None else None)
-            return self._search(tenant, keys, query, limit, session, payer=payer)
-        return Recalled(self.store.recall.recent(tenant, keys, limit))
+            return self.stamp(tenant, self._search(tenant, keys, query, limit, session,
+                                                   payer=payer))
+        return self.stamp(tenant, Recalled(self.store.recall.recent(tenant, keys, limit)))
 
     def provider(self, session: ChatSession) -> Recalled:
         """Memories for the system message: those matching the latest user turn, topped
@@ -96,7 +125,7 @@ class Recaller:
         if len(found) < self.default_limit:
             found += self.store.recall.recent(session.tenant, keys, self.default_limit - len(found),
                                        exclude=[m.id for m in found])
-        return found
+        return self.stamp(session.tenant, found)
 
     def _search(self, tenant: Ref, keys: Sequence[str], query: str, limit: int,
                 session: ChatSession | None, context: str | None = None, *,

@@ -99,7 +99,8 @@ class MemoryService:
         self.counter = counter
         self.sweeper = Sweeper(self.store, self.config, lease)
         self._quotas: QuotaService | None = None
-        self.recaller = Recaller(self.store, self.retriever, self.config.recall_limit)
+        self.recaller = Recaller(self.store, self.retriever, self.config.recall_limit,
+                                 self.config.recall_stamp_every)
 
     @property
     def quotas(self) -> QuotaService | None:
@@ -216,8 +217,11 @@ class MemoryService:
 
     def list(self, tenant: Ref, *, scope: Scope | str | None = None,
              actor: Ref | None = None, subject: Ref | None = None,
-             include_superseded: bool = False, limit: int = 100) -> list[Memory]:
-        """A tenant's memories for review, newest first."""
+             include_superseded: bool = False, include_expired: bool = True,
+             limit: int = 100) -> list[Memory]:
+        """A tenant's memories for review, newest first; those past their expiry and
+        awaiting the sweep too (``expires_at`` says so), unless ``include_expired`` is
+        off."""
         require_ref(tenant, "tenant")
         if actor is not None:
             require_ref(actor, "actor")
@@ -227,10 +231,12 @@ class MemoryService:
             raise InvalidArgument(f"unknown scope {scope!r} "
                                   f"(expected one of {', '.join(Scope)})"[:300])
         check_bool(include_superseded, "include_superseded")
+        check_bool(include_expired, "include_expired")
         check_int(limit, "limit", minimum=1, maximum=INT32_MAX)
         return self.store.recall.list_memories(
             tenant, scope=None if scope is None else Scope(scope).value, actor=actor,
-            subject=subject, include_superseded=include_superseded, limit=limit)
+            subject=subject, include_superseded=include_superseded,
+            include_expired=include_expired, limit=limit)
 
     # -- writing memories yourself -------------------------------------------------------
 
@@ -320,6 +326,24 @@ class MemoryService:
             log.info("deleted memory %d of %s (%d rows with its earlier versions)", memory_id,
                      tenant, deleted)
         return deleted > 0
+
+    def set_expiry(self, tenant: Ref, memory_id: int, ttl: timedelta | None) -> Memory:
+        """Make the memory ``memory_id`` of ``tenant`` expire ``ttl`` from now (``None``:
+        never), and return it. Past its expiry a memory is not served (recall, listings
+        that leave expired ones out) and the retention sweep deletes it, whatever the
+        tenant's policy; its time to live is kept, so a LangGraph store's refreshing reads
+        push the expiry on by it. ``MemoryNotFound`` when there is no such memory of
+        ``tenant``."""
+        require_ref(tenant, "tenant")
+        check_int(memory_id, "memory id", minimum=1, maximum=INT64_MAX)
+        if ttl is not None and (not isinstance(ttl, timedelta)
+                                or not timedelta(seconds=1) <= ttl <= MAX_IDLE_AFTER):
+            raise InvalidArgument(f"ttl must be a timedelta from 1 second to "
+                                  f"{MAX_IDLE_AFTER.days} days, or None")
+        seconds = None if ttl is None else round(ttl.total_seconds())
+        if not self.store.writes.set_expiry(tenant, memory_id, seconds):
+            raise MemoryNotFound(f"no memory {memory_id} for tenant {tenant}")
+        return self.get(tenant, memory_id)
 
     def _live(self, tenant: Ref, memory_id: int) -> Memory:
         memory = self.get(tenant, memory_id)

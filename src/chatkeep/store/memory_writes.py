@@ -222,16 +222,18 @@ class MemoryWrites:
                              .rowcount)
         return moved
 
-    def stamp_recalled(self, memory_ids: Sequence[int], older_than: datetime) -> int:
-        """Set the recall time of those of ``memory_ids`` whose stored one is older than
-        ``older_than`` (or unset) to now: one statement for a whole recall, in its own
-        short transaction (never the read's). How many were stamped."""
+    def stamp_recalled(self, tenant: Ref, memory_ids: Sequence[int], older_than: datetime,
+                       now: datetime | None = None) -> int:
+        """Set the recall time of those of ``memory_ids`` (``tenant``'s) whose stored one
+        is older than ``older_than`` (or unset) to ``now`` (default: the clock): one
+        statement for a whole recall, in its own short transaction (never the read's).
+        How many were stamped."""
         if not memory_ids:
             return 0
         m = memories.c
         with transaction(self.engine) as conn:
             return int(conn.execute(update(memories).where(
-                m.id.in_(sorted({int(i) for i in memory_ids})),
+                tenant_is(tenant), m.id.in_(sorted({int(i) for i in memory_ids})),
                 or_(m.last_recalled_at.is_(None), m.last_recalled_at < older_than))
-                .values(last_recalled_at=self.clock())).rowcount)
+                .values(last_recalled_at=now or self.clock())).rowcount)
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from langgraph.store.base import (
@@ -68,7 +69,7 @@ from chatkeep.integrations.langchain.namespaces import (
     parse_prefix,
     unmapped,
 )
-from chatkeep.memory.recall import Memory
+from chatkeep.memory.recall import Memory, Recalled
 from chatkeep.memory.scopes import Scope, ScopeTarget
 from chatkeep.refs import Ref, is_canonical_int
 from chatkeep.validation import INT32_MAX
@@ -218,7 +219,9 @@ def _get(core: Chatkeep, namespace: Namespace, key: str, refresh: bool) -> Item 
 
 
 def _refresh(core: Chatkeep, tenant: Ref, found: Sequence[Memory], refresh: bool) -> None:
-    """Push on the expiry of ``found`` (those with a time to live) when the read asks."""
+    """What serving ``found`` records: their recall time (at recall's granularity), and,
+    when the read asks, their expiry pushed on (those with a time to live)."""
+    core.memory.recaller.stamp(tenant, Recalled(found))
     if refresh and any(m.expires_at is not None for m in found):
         core.memory.store.writes.refresh_expiry(
             tenant, [m.id for m in found if m.expires_at is not None])
@@ -260,7 +263,8 @@ def _put(core: Chatkeep, namespace: Namespace, op: PutOp) -> None:
         written = core.memory.add(target.tenant, content, scope=target.scope,
                                   subject=target.subject, actor=target.actor)
     if ttl is not None or written.expires_at is not None:  # a put replaces the expiry too
-        core.memory.store.writes.set_expiry(target.tenant, written.id, ttl)
+        core.memory.set_expiry(target.tenant, written.id,
+                               None if ttl is None else timedelta(seconds=ttl))
 
 
 def _content(value: Mapping[str, Any]) -> str:
@@ -296,7 +300,7 @@ def _search(core: Chatkeep, prefix: Namespace, op: SearchOp) -> list[SearchItem]
 def _listed(core: Chatkeep, prefix: Namespace, limit: int) -> list[Memory]:
     """Live memories under ``prefix`` that have not expired, newest first."""
     scope = prefix.scope
-    return core.memory.store.recall.list_memories(
+    return core.memory.list(
         prefix.tenant, scope=None if scope is None else scope.value,
         actor=prefix.ref if scope is Scope.PERSONAL else None,
         subject=prefix.ref if scope is Scope.SUBJECT else None, include_expired=False,
