@@ -43,9 +43,8 @@ its summarizer calls, as the background fold job would):
   checkpointer writes a bounded state), and, aside, with ``trim_state=False`` (the
   checkpointer rewrites the whole state; the middleware only trims what the model is
   sent). ``ChatkeepSaver`` plus ``ChatkeepMiddleware``: chatkeep's own checkpointer,
-  whose checkpoints refer to the session's log, keeping the newest ``SAVER_KEEPS``
-  checkpoints of the thread (the documented setup for long threads, held to the
-  targets). Model-visible: every message the fake model was sent.
+  whose checkpoints refer to the session's log, one row per checkpoint, keeping them all
+  (its default; held to the targets). Model-visible: every message the fake model was sent.
 
 Tokens are counted the same way on both sides, with chatkeep's ``HeuristicCounter`` over
 the texts (and tool-call arguments) of what the model would get; the figure printed is
@@ -420,9 +419,9 @@ SAVER_ASIDE = ("trim_state=False: the checkpointer still writes the whole state 
 BOUNDED_TARGETS = {100: 1.0, 10_000: 1.0}
 
 
-#: The checkpoints ``ChatkeepSaver`` keeps per thread here: a thread's checkpoints are one
-#: value in its session's metadata, rewritten at every step (a table would make that flat).
-SAVER_KEEPS = 8
+#: The checkpoints ``ChatkeepSaver`` keeps per thread here: ``None``, its default, keeps
+#: them all (one row per checkpoint, so a step's write is the same size either way).
+SAVER_KEEPS: int | None = None
 
 
 def fake_model() -> Any:
@@ -508,6 +507,8 @@ async def langgraph_contenders(directory: Path, sizes: Sequence[int], budget: in
 
     graphs = []
     ours = ChatkeepSaver(keep, tenant=ORG, keep_last=SAVER_KEEPS)
+    saver_name = "ChatkeepSaver" + ("" if SAVER_KEEPS is None
+                                    else f"(keep_last={SAVER_KEEPS})")
     for name, checkpointer, kind in (
             ("SqliteSaver", saver("langgraph-sdk.db"), ""),
             ("SummarizationMiddleware + SqliteSaver", saver("langgraph-summarized.db"),
@@ -517,8 +518,7 @@ async def langgraph_contenders(directory: Path, sizes: Sequence[int], budget: in
             ("SqliteSaver + ChatkeepMiddleware(trim_state=False)",
              saver("langgraph-untrimmed.db"), "untrimmed"),
             ("ChatkeepMiddleware, no checkpointer", None, "chatkeep"),
-            (f"ChatkeepSaver(keep_last={SAVER_KEEPS}) + ChatkeepMiddleware", ours,
-             "chatkeep")):
+            (f"{saver_name} + ChatkeepMiddleware", ours, "chatkeep")):
         model = fake_model()
         graph = create_agent(model, [], system_prompt=SYSTEM, checkpointer=checkpointer,
                              middleware=middleware(kind))

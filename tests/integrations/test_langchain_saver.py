@@ -313,3 +313,22 @@ def test_a_shared_saver_deletes_one_tenants_thread_through_scoped(db_url: str) -
         assert agent.get_state(run_config(tenant=str(ORG8))).values == {}
         left = agent.get_state(run_config(tenant=str(ORG7))).values["messages"]
         assert [m.text for m in left if isinstance(m, HumanMessage)] == [question(0)]
+
+
+def test_a_thread_deleted_behind_the_savers_back_starts_over(db_url: str) -> None:
+    """The saver remembers a thread's session between writes; a session deleted
+    elsewhere (not through this saver) is looked up again: the next run writes to the
+    new session, never to the deleted one's id."""
+    with Chatkeep(db_url, dispatcher="inline") as keep:
+        agent = build(keep, ChatkeepSaver(keep, tenant=ORG7))
+        turns(keep, agent, 1)
+        row = keep.repository.find_session(THREAD, ORG7)
+        assert row is not None
+        keep.sessions.delete(row.id, ORG7)
+        outs = turns(keep, agent, 1, start=1)
+        assert sum(isinstance(m, HumanMessage) for m in outs[0]["messages"]) == 1
+        fresh = keep.repository.find_session(THREAD, ORG7)
+        assert fresh is not None and fresh.id != row.id
+        state = agent.get_state(run_config())
+        assert [m.id for m in state.values["messages"]] == \
+            [m.id for m in outs[0]["messages"]]

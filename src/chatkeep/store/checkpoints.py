@@ -55,9 +55,10 @@ DROP_ONE = delete(chat_checkpoints).where(_ONE)
 EMPTY_OLDER = update(chat_checkpoints).where(
     _SPACE, _C.checkpoint_id < bindparam("b_oldest"), _C.checkpoint.is_not(None)).values(
     checkpoint=null(), writes=null())
+_STORED = _C.checkpoint.is_not(None)
 WRITES_OF = {
-    "sqlite": select(_C.writes).where(_ONE),
-    "postgresql": select(_C.writes).where(_ONE).with_for_update(),
+    "sqlite": select(_C.writes, _STORED).where(_ONE),
+    "postgresql": select(_C.writes, _STORED).where(_ONE).with_for_update(),
 }
 SET_WRITES = update(chat_checkpoints).where(_ONE).values(writes=bindparam("b_writes"))
 INSERT_PLACE = {"sqlite": sqlite.insert(chat_checkpoints).on_conflict_do_nothing(),
@@ -105,6 +106,11 @@ class CheckpointStore:
         self.clock = clock
         self._transport: Transport = driver_transport(engine) or CoreTransport(engine)
 
+    @property
+    def integrity_errors(self) -> tuple[type[Exception], ...]:
+        """What a write raises for a session that is gone (its foreign key)."""
+        return self._transport.integrity_errors
+
     # -- writes -----------------------------------------------------------------------
 
     def put(self, session_id: str, tenant: Ref, ns: str, checkpoint_id: str,
@@ -142,14 +148,15 @@ class CheckpointStore:
         """Merge a task's writes into its checkpoint's row, the row locked: ``merge``
         gets the stored writes and returns them merged (``None``: unchanged). A
         checkpoint not stored (yet): its writes are kept in a row of their own, or,
-        ``missing_ok=False``, dropped (the checkpoint ``keep_last`` pruned)."""
+        ``missing_ok=False``, dropped (as are those of a checkpoint ``keep_last``
+        dropped)."""
         params = {"b_session_id": session_id, "b_ns": ns, "b_checkpoint_id": checkpoint_id}
         dialect = self._transport.dialect
         with self._transport.transaction() as ex:
             found = ex.rows(WRITES_OF[dialect], params)
+            if not missing_ok and (not found or not found[0][1]):
+                return  # not stored, or dropped: its writes go with it
             if not found:
-                if not missing_ok:
-                    return
                 ex.many(INSERT_PLACE[dialect], [{
                     "session_id": session_id, "tenant_type": tenant.type,
                     "tenant_id": tenant.id_text, "tenant_id_int": tenant.id_is_int,

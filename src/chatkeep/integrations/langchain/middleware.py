@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import (
     AsyncIterable,
@@ -72,6 +73,7 @@ from chatkeep.integrations.langchain.messages import (
     pending,
 )
 from chatkeep.integrations.langchain.trim import folded_ids
+from chatkeep.messages import Message
 from chatkeep.privacy.egress import map_strings
 from chatkeep.privacy.streaming import StreamRestorer
 from chatkeep.quotas import Reservation
@@ -108,12 +110,44 @@ class Thread:
     subject: Ref | None = None
 
 
+class _Recorded:
+    """What this middleware last recorded per session: the LangChain ids of the state it
+    recorded and the session's last seq after it. While the session's last seq is still
+    that (no one appended or deleted since), those ids anchor the next recording of the
+    thread without asking the store for the session's newest ids (an LRU, thread-safe;
+    the insert still skips an id stored meanwhile)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_session: OrderedDict[str, tuple[int, frozenset[str]]] = OrderedDict()
+
+    def anchors(self, session_id: str, last_seq: int) -> set[str] | None:
+        """The ids recorded last, if the session is as that recording left it."""
+        with self._lock:
+            found = self._by_session.get(session_id)
+        return set(found[1]) if found is not None and found[0] == last_seq else None
+
+    def note(self, session_id: str, last_seq: int | None,
+             state: Sequence[BaseMessage]) -> None:
+        """``state`` is recorded and the session's last seq is ``last_seq`` (``None``:
+        unknown, so nothing is remembered)."""
+        with self._lock:
+            if last_seq is None:
+                self._by_session.pop(session_id, None)
+                return
+            self._by_session[session_id] = (last_seq, frozenset(m.id for m in state if m.id))
+            self._by_session.move_to_end(session_id)
+            while len(self._by_session) > THREADS_KEPT:
+                self._by_session.popitem(last=False)
+
+
 @dataclass(frozen=True, slots=True)
 class _Options:
     title: str | None
     anonymize_pii: bool
     restore: bool = True
     trim: bool = True
+    recorded: _Recorded = dataclasses.field(default_factory=_Recorded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,13 +401,22 @@ def record(core: Chatkeep, thread: Thread, options: _Options,
     saw: a tool result whose call is not new answers a call this session recorded)."""
     session = open_session(core, thread, options)
     count, repository = session.message_count, session.repository
-    recent = repository.marks_after(session.id, LANGCHAIN_ID, max(0, count - TAIL)) \
-        if count else None
+    recent: set[str] | None = None
+    if count:
+        recent = options.recorded.anchors(session.id, count)
+        if recent is None:
+            recent = repository.marks_after(session.id, LANGCHAIN_ID, max(0, count - TAIL))
+        elif not any(m.id in recent for m in state):
+            recent = set()  # the session is as we left it: the store is asked by id
     new = pending(state, recent,
                   lambda ids: repository.stored_marks(session.id, LANGCHAIN_ID, ids))
     if check and not all(isinstance(m, ToolMessage) for m in new):
         _refuse_foreign(core, session, thread, new)
-    _append(core, session, new, state, count)
+    appended = _append(core, session, new, state, count)
+    # What the session now holds (a run that appended nothing leaves it unknown: another
+    # writer may have stored those messages).
+    options.recorded.note(session.id, appended[-1].seq if appended else
+                          count if not new else None, state)
     return session
 
 
@@ -398,16 +441,17 @@ def _removal(ids: Sequence[str]) -> dict[str, Any] | None:
 
 
 def _append(core: Chatkeep, session: ChatSession, new: Sequence[BaseMessage],
-            state: Sequence[BaseMessage], seen: int) -> None:
+            state: Sequence[BaseMessage], seen: int) -> list[Message]:
     """Record ``new`` (messages of ``state`` none of the session's first ``seen``
-    messages holds), each LangChain id once."""
+    messages holds), each LangChain id once; returns what was appended."""
     repository = session.repository
     drafts = drafts_of(new, state,
                        lambda payload: core.privacy.restore_payload(session, payload),
                        lambda ids: repository.calls_taken(session.id, ids))
-    if drafts:
-        repository.append_unmarked(session.id, LANGCHAIN_ID,
-                                   prepare_batch(drafts, core.counter), after_seq=seen)
+    if not drafts:
+        return []
+    return repository.append_unmarked(session.id, LANGCHAIN_ID,
+                                      prepare_batch(drafts, core.counter), after_seq=seen)
 
 
 def _refuse_foreign(core: Chatkeep, session: ChatSession, thread: Thread,
@@ -614,8 +658,14 @@ def reserve_call(core: Chatkeep, prepared: _Prepared, call: _Call) -> Reservatio
     session = prepared.session
     ceiling = call.ceiling or core.config.quotas.output_ceiling
     tokens = prepared.tokens + (core.counter.count(call.tools) if call.tools else 0)
-    return core.quotas.reserve(session.tenant, tokens + ceiling, actor=session.actor,
-                               session_id=session.id, purpose="chat")
+    quotas = core.quotas
+    if quotas.remaining(session.tenant, actor=session.actor) is None:
+        # No quota applies (a read, where a reservation is a write transaction): a
+        # reservation holding nothing, as reserve() returns then.
+        return Reservation(None, tokens + ceiling, session.tenant, session.actor,
+                           purpose="chat", session_id=session.id, settler=None)
+    return quotas.reserve(session.tenant, tokens + ceiling, actor=session.actor,
+                          session_id=session.id, purpose="chat")
 
 
 def usage_of(response: ModelResult) -> int | None:

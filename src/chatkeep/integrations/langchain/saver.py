@@ -142,6 +142,7 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
                                               builtins.list[tuple[Any, int]]]] = OrderedDict()
         self._holders: OrderedDict[tuple[str, str], tuple[str, dict[str, str]]] = \
             OrderedDict()
+        self._sessions: OrderedDict[tuple[Ref, str], str] = OrderedDict()
         self._checkpoints: CheckpointStore | None = None
 
     def scoped(self, tenant: Ref | str) -> ChatkeepSaver:
@@ -152,6 +153,7 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
                               serde=self.serde)
         saver._logs, saver._encoded = self._logs, self._encoded
         saver._holders, saver._checkpoints = self._holders, self._checkpoints
+        saver._sessions = self._sessions
         return saver
 
     # -- whose thread ---------------------------------------------------------------------
@@ -328,11 +330,21 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
     def _put(self, core: Chatkeep, parties: _Parties, config: RunnableConfig,
              checkpoint: Checkpoint, metadata: CheckpointMetadata,
              new_versions: ChannelVersions) -> RunnableConfig:
+        try:
+            return self._put_once(core, parties, config, checkpoint, metadata, new_versions,
+                                  cached=True)
+        except self._store(core).integrity_errors:
+            # The session a remembered id named is gone (deleted): look it up again.
+            return self._put_once(core, parties, config, checkpoint, metadata, new_versions,
+                                  cached=False)
+
+    def _put_once(self, core: Chatkeep, parties: _Parties, config: RunnableConfig,
+                  checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                  new_versions: ChannelVersions, *, cached: bool) -> RunnableConfig:
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         ns = str(configurable.get("checkpoint_ns", ""))
-        session_id = self._session_of(core, parties, thread_id, create=True)
-        assert session_id is not None
+        session_id = self._writable(core, parties, thread_id, cached)
         saved: dict[str, Any] = dict(checkpoint)
         values: dict[str, Any] = saved.pop("channel_values")
         blobs = {_blob_key(channel, version): self._blob(core, session_id, values, channel)
@@ -371,6 +383,22 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
         while len(self._holders) > STATES_KEPT:
             self._holders.popitem(last=False)
 
+    def _writable(self, core: Chatkeep, parties: _Parties, thread_id: str,
+                  cached: bool) -> str:
+        """The id of the session a write goes to: remembered from this saver's last write
+        of the thread (``cached``; a write naming a session deleted since fails on its
+        foreign key and is retried without it), else looked up or created."""
+        key = (parties.tenant, thread_id)
+        found = self._sessions.get(key) if cached else None
+        if found is None:
+            found = self._session_of(core, parties, thread_id, create=True)
+            assert found is not None
+            self._sessions[key] = found
+            while len(self._sessions) > LOGS_KEPT:
+                self._sessions.popitem(last=False)
+        self._sessions.move_to_end(key)
+        return found
+
     def _session_of(self, core: Chatkeep, parties: _Parties, thread_id: str, *,
                     create: bool) -> str | None:
         """The id of the tenant's session named ``thread_id`` (``create``: opened with
@@ -385,12 +413,18 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
 
     def _put_writes(self, core: Chatkeep, parties: _Parties, config: RunnableConfig,
                     writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> None:
+        try:
+            self._put_writes_once(core, parties, config, writes, task_id, task_path, True)
+        except self._store(core).integrity_errors:
+            self._put_writes_once(core, parties, config, writes, task_id, task_path, False)
+
+    def _put_writes_once(self, core: Chatkeep, parties: _Parties, config: RunnableConfig,
+                         writes: Sequence[tuple[str, Any]], task_id: str, task_path: str,
+                         cached: bool) -> None:
         configurable = config["configurable"]
         ns = str(configurable.get("checkpoint_ns", ""))
         checkpoint_id = str(configurable["checkpoint_id"])
-        session_id = self._session_of(core, parties, str(configurable["thread_id"]),
-                                      create=True)
-        assert session_id is not None
+        session_id = self._writable(core, parties, str(configurable["thread_id"]), cached)
         dumped = [(WRITES_IDX_MAP.get(channel, index), channel, self._dump(value))
                   for index, (channel, value) in enumerate(writes)]
 
@@ -427,6 +461,7 @@ class ChatkeepSaver(BaseCheckpointSaver[int]):
             core.sessions.delete(row.id, parties.tenant, by="langgraph.delete_thread")
         self._logs.pop(row.id, None)
         self._encoded.pop(row.id, None)
+        self._sessions.pop((parties.tenant, str(thread_id)), None)
 
     # -- one checkpoint ------------------------------------------------------------------
 
