@@ -107,3 +107,31 @@ class RetentionStore:
                                 .distinct()).all()
         found = [Ref.from_columns(r.tenant_type, r.tenant_id, r.tenant_id_int) for r in rows]
         return [r for r in found if r is not None and r not in excluding]
+
+    @retrying_reads
+    def memory_expiry(self, tenant: Ref | None, now: datetime) -> list[tuple[Ref, int, int]]:
+        """``(tenant, expired, expiring)`` per tenant with memories that expire: how many
+        expired by ``now`` (awaiting the sweep) and how many will later. Read over the
+        partial index of memories that expire (``ix_memories_expires``)."""
+        from sqlalchemy import case, func
+
+        from chatkeep.store.schema import memories
+
+        m = memories.c
+        query = (select(m.tenant_type, m.tenant_id, m.tenant_id_int,
+                        func.sum(case((m.expires_at <= now, 1), else_=0)).label("expired"),
+                        func.count().label("expiring"))
+                 .where(m.expires_at.is_not(None))
+                 .group_by(m.tenant_type, m.tenant_id, m.tenant_id_int)
+                 .order_by(m.tenant_type, m.tenant_id))
+        if tenant is not None:
+            query = query.where(ref_filter(memories, "tenant", tenant))
+        with reading(self.engine) as conn:
+            rows = conn.execute(query).all()
+        found = []
+        for row in rows:
+            ref = Ref.from_columns(row.tenant_type, row.tenant_id, row.tenant_id_int)
+            assert ref is not None
+            expired = int(row.expired or 0)
+            found.append((ref, expired, int(row.expiring) - expired))
+        return found
