@@ -142,6 +142,34 @@ def test_every_request_of_a_multi_step_run_is_reserved_and_settled(world: World,
     assert world.server.rejected == []
 
 
+def test_a_tenant_without_a_quota_runs_and_nothing_is_written(world: World) -> None:
+    async def scenario() -> None:
+        async with world.keep() as keep:
+            session = await ChatkeepSession.open(keep, tenant=ORG)
+            result = await session.run(world.agent(), "Weather in Paris?")
+            assert result.final_output == "Sunny, 18C."
+            assert await keep.quotas.list() == [] and await keep.quotas.get(ORG) is None
+
+    run(scenario())
+    assert world.held_during == [-1, -1]
+
+
+def test_the_configured_default_quota_applies(db_url: str) -> None:
+    world = World(db_url)
+
+    async def scenario() -> None:
+        keep = AsyncChatkeep(db_url, model=world.client(),
+                             config={"quotas": {"default_tokens": 3000}})
+        async with keep:
+            session = await ChatkeepSession.open(keep, tenant=ORG)
+            with pytest.raises(QuotaExceeded):
+                await session.run(world.agent(), "Weather in Paris?")
+
+    with world.server:
+        run(scenario())
+    assert world.server.requests == []
+
+
 def test_the_output_ceiling_is_the_requests_max_tokens(world: World) -> None:
     async def scenario() -> None:
         async with world.keep() as keep:

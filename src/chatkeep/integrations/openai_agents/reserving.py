@@ -69,12 +69,16 @@ class RequestQuota:
 
     ``reserve(tokens)``: ``keep.quotas.reserve`` for the session (raises
     ``QuotaExceeded``); ``counter()``: the keep's token counter; ``ceiling``: the output
-    tokens held for a request whose settings name no ``max_tokens``."""
+    tokens held for a request whose settings name no ``max_tokens``; ``applies()``:
+    whether a quota applies to the session now (a read: without one, nothing is counted
+    or written)."""
 
     def __init__(self, reserve: Callable[[int], Awaitable[AsyncReservation]],
-                 counter: Callable[[], Awaitable[TokenCounter]], ceiling: int) -> None:
+                 counter: Callable[[], Awaitable[TokenCounter]], ceiling: int,
+                 applies: Callable[[], Awaitable[bool]]) -> None:
         self._reserve = reserve
         self._counter = counter
+        self._applies = applies
         self.ceiling = ceiling
 
     def output_ceiling(self, settings: Any) -> int:
@@ -83,19 +87,22 @@ class RequestQuota:
         return limit if isinstance(limit, int) and limit > 0 else self.ceiling
 
     async def hold(self, instructions: str | None, input: Any, settings: Any,
-                   tools: Any = (), handoffs: Any = ()) -> AsyncReservation:
+                   tools: Any = (), handoffs: Any = ()) -> AsyncReservation | None:
         """Reserve one request: its input as the counter counts it plus its output
-        ceiling (``QuotaExceeded`` when it does not fit, nothing written)."""
+        ceiling (``QuotaExceeded`` when it does not fit, nothing written); ``None`` when
+        no quota applies."""
+        if not await self._applies():
+            return None
         count = (await self._counter()).count
         asked = count(request_text(instructions, input, tools, handoffs))
         return await self._reserve(asked + self.output_ceiling(settings))
 
     @staticmethod
-    async def settle(held: AsyncReservation, usage: Any) -> None:
+    async def settle(held: AsyncReservation | None, usage: Any) -> None:
         """Settle ``held`` at the response's usage (input plus output tokens), or at its
         reserved amount when the response reports none (never less than it may have
         cost)."""
-        if held.done:
+        if held is None or held.done:
             return
         used = int(getattr(usage, "input_tokens", 0) or 0) + \
             int(getattr(usage, "output_tokens", 0) or 0)
@@ -129,7 +136,8 @@ class QuotaModel(Model):
                 system_instructions, input, model_settings, tools, output_schema, handoffs,
                 tracing, **kwargs)
         except BaseException:
-            await held.release()  # failed before its response: nothing counted
+            if held is not None:
+                await held.release()  # failed before its response: nothing counted
             raise
         await self.quota.settle(held, getattr(response, "usage", None))
         return response
@@ -153,7 +161,7 @@ class QuotaModel(Model):
                     await self.quota.settle(held, getattr(response, "usage", None))
                 yield event
         finally:
-            if not held.done:
+            if held is not None and not held.done:
                 # No final event: nothing arrived (released) or the stream broke off
                 # mid-answer (counted as reserved: the provider may have billed it).
                 await (held.settle() if received else held.release())

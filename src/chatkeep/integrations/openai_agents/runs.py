@@ -218,6 +218,8 @@ async def reserve_unwrapped(quota: RequestQuota, agent: Any, sent: ModelInputDat
     if settings is not None and run_settings is not None:
         settings = settings.resolve(run_settings)
     held = await quota.hold(sent.instructions, sent.input, settings or run_settings)
+    if held is None:
+        return  # no quota applies
     log.info("a model request of agent %r goes to a model object chatkeep did not wrap "
              "(an agent run as a tool?): counted at its reserved %d tokens",
              getattr(agent, "name", "?"), held.tokens)

@@ -372,7 +372,13 @@ class ChatkeepSession:
         from chatkeep.integrations.openai_agents.reserving import RequestQuota
 
         return RequestQuota(self._reserve, self._counter,
-                            self.keep.config.quotas.output_ceiling)
+                            self.keep.config.quotas.output_ceiling, self._quota_applies)
+
+    async def _quota_applies(self) -> bool:
+        """Whether a quota applies to this session's tenant or actor now (a read)."""
+        session = await self.conversation()
+        remaining = await self.keep.quotas.remaining(session.tenant, actor=session.actor)
+        return remaining is not None
 
     async def _reserve(self, tokens: int) -> AsyncReservation:
         """``tokens`` held on the quotas of this session's tenant and actor (purpose
