@@ -1,7 +1,7 @@
 """A turn with a quota set against the same turn without (issue 33), on SQLite and
 (with ``--postgres``) PostgreSQL, as ratios in one run.
 
-    python bench/quotas.py [--turns 600] [--block 50] [--postgres URL]
+    python bench/quotas.py [--turns 600] [--block 50] [--postgres URL] [--markdown]
 
 A turn is what a hand-written loop does around its model call (the call itself left out,
 so the ratio is chatkeep's own overhead at its largest): ``add_user``, ``build_history``,
@@ -9,16 +9,22 @@ then ``add_assistant_response`` of a completion with its usage. The quota turn p
 ``max_output_tokens`` on a tenant with a quota, so its history is reserved before it is
 returned and settled by the answer; the peer is the same turn on a tenant without a quota
 and without ``max_output_tokens`` (chatkeep before issue 33). The two take turns in
-blocks of ``--block`` turns, each on its own session, so drift hits both alike; each rate
-is total turns over total time. Targets: at most ``1.10x`` the time per turn on
+blocks of ``--block`` turns, each on its own session, a pair of blocks at a time in
+alternating order, so drift hits both alike; each rate is total turns over total time,
+and the ratio is the median over the pairs of the quota block's time over the plain
+block's (a load spike on a shared machine moves one pair, not the figure); the ratio of
+the totals is shown beside it. Targets: at most ``1.10x`` the time per turn on
 PostgreSQL, ``1.15x`` on SQLite. The statements a reservation and its settle add are
 counted on the engine's statement events in a separate pass (listening switches the
-store to its Core executors, so the timed passes run without a listener).
+store to its Core executors, so the timed passes run without a listener). The settle
+runs inside the answer's append (its own statements, no commit of its own), so what a
+reservation adds to a turn's commits is the reservation's one.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -67,8 +73,9 @@ def statements_per_turn(keep: Chatkeep, quota: bool, turns: int = 20) -> float:
     return count[0] / turns
 
 
-def run(url: str, turns: int, block: int) -> dict[str, float]:
-    keep = Chatkeep(url, dispatcher="inline")
+def run(url: str, turns: int, block: int, synchronous: str = "FULL") -> dict[str, float]:
+    keep = Chatkeep(url, dispatcher="inline",
+                    config={"store": {"sqlite_synchronous": synchronous}})
     try:
         keep.start()
         keep.quotas.clear(PLAIN)
@@ -77,21 +84,29 @@ def run(url: str, turns: int, block: int) -> dict[str, float]:
                    for kind in ("plain", "quota")}
         elapsed = {"plain": 0.0, "quota": 0.0}
         done = {"plain": 0, "quota": 0}
+        ratios: list[float] = []
         while done["plain"] < turns:
-            for kind in ("plain", "quota"):
+            # A pair of blocks, in alternating order (plain first, then quota first), so a
+            # drift in the machine's load hits both kinds alike; its ratio is one sample.
+            order = ("plain", "quota") if len(ratios) % 2 == 0 else ("quota", "plain")
+            took: dict[str, float] = {}
+            for kind in order:
                 session = keep.sessions.create(QUOTA if kind == "quota" else PLAIN)
                 start = time.perf_counter()
                 for n in range(block):
                     turn(keep, session, n, kind == "quota")
-                elapsed[kind] += time.perf_counter() - start
+                took[kind] = time.perf_counter() - start
+                elapsed[kind] += took[kind]
                 done[kind] += block
+            ratios.append(took["quota"] / took["plain"])
         quota = keep.quotas.get(QUOTA)
         assert quota is not None and quota.reserved == 0  # every reservation settled
     finally:
         keep.close()
     plain_rate, quota_rate = done["plain"] / elapsed["plain"], done["quota"] / elapsed["quota"]
     return {"plain turns/s": plain_rate, "quota turns/s": quota_rate,
-            "ratio": plain_rate / quota_rate, "plain statements": counted["plain"],
+            "ratio": statistics.median(ratios), "total ratio": plain_rate / quota_rate,
+            "pairs": len(ratios), "plain statements": counted["plain"],
             "quota statements": counted["quota"],
             "added statements": counted["quota"] - counted["plain"]}
 
@@ -101,16 +116,39 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=600)
     parser.add_argument("--block", type=int, default=50)
     parser.add_argument("--postgres", default=None, help="a PostgreSQL URL (a scratch db)")
+    parser.add_argument("--markdown", action="store_true",
+                        help="a Markdown table (what bench/report.py puts in the docs)")
     args = parser.parse_args()
-    stores = [("SQLite", f"sqlite:///{Path(tempfile.mkdtemp()) / 'bench.db'}", 1.15)]
+    folder = Path(tempfile.mkdtemp())
+    # SQLite at its default (FULL: every commit synced to disk), and at NORMAL beside it
+    # (no target): what the reservation costs without its sync.
+    stores: list[tuple[str, str, float | None, str]] = [
+        ("SQLite", f"sqlite:///{folder / 'full.db'}", 1.15, "FULL"),
+        ("SQLite, NORMAL", f"sqlite:///{folder / 'normal.db'}", None, "NORMAL")]
     if args.postgres:
-        stores.append(("PostgreSQL", args.postgres, 1.10))
-    print(f"{'store':<11} {'plain turns/s':>14} {'quota turns/s':>14} {'ratio':>7} "
-          f"{'target':>7} {'statements/turn':>16} {'added':>6}")
-    for name, url, target in stores:
-        r = run(url, args.turns, args.block)
-        print(f"{name:<11} {r['plain turns/s']:>14.1f} {r['quota turns/s']:>14.1f} "
-              f"{r['ratio']:>6.2f}x {target:>6.2f}x "
+        stores.append(("PostgreSQL", args.postgres, 1.10, "FULL"))
+    results = [(name, target, run(url, args.turns, args.block, synchronous))
+               for name, url, target, synchronous in stores]
+    if args.markdown:
+        print(f"{args.turns} turns of each kind per store, in blocks of {args.block} "
+              "(each block a new session), interleaved; the model call left out.\n")
+        print("| store | plain turns/s | quota turns/s | ratio (median of pairs) | ratio of "
+              "totals | target | statements per turn, plain -> quota | added by a "
+              "reservation |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for name, target, r in results:
+            print(f"| {name} | {r['plain turns/s']:.1f} | {r['quota turns/s']:.1f} | "
+                  f"{r['ratio']:.2f}x | {r['total ratio']:.2f}x | "
+                  f"{'aside' if target is None else f'`<= {target:.2f}x`'} | "
+                  f"{r['plain statements']:.1f} -> {r['quota statements']:.1f} | "
+                  f"{r['added statements']:+.1f} |")
+        return
+    print(f"{'store':<15} {'plain turns/s':>14} {'quota turns/s':>14} {'ratio':>7} "
+          f"{'totals':>7} {'target':>7} {'statements/turn':>16} {'added':>6}")
+    for name, target, r in results:
+        print(f"{name:<15} {r['plain turns/s']:>14.1f} {r['quota turns/s']:>14.1f} "
+              f"{r['ratio']:>6.2f}x {r['total ratio']:>6.2f}x "
+              f"{'-' if target is None else f'{target:.2f}x':>7} "
               f"{r['plain statements']:>7.1f} -> {r['quota statements']:<6.1f} "
               f"{r['added statements']:>+6.1f}")
 

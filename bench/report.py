@@ -393,6 +393,26 @@ at the small size, at least `10x` at the large one, chatkeep within budget; rows
 "aside" are not held to them.""",
         quick=("--turns", "15"), optional=True,
         modules=("agents", "pydantic_ai", "langchain", "langgraph.checkpoint.sqlite")),
+    Bench(
+        "quotas", "A turn with a quota, and one without",
+        """\
+`bench/quotas.py` runs the turn a hand-written loop runs around its model call (the call
+itself left out, so the ratio is chatkeep's own overhead at its largest): `add_user`,
+`build_history`, then `add_assistant_response` of an answer with its usage. The quota
+turn passes `max_output_tokens` on a tenant with a quota, so its history is reserved
+before it is returned and settled by the answer (inside the answer's append: no commit of
+its own); the peer is the same turn on a tenant without a quota and without
+`max_output_tokens`. The two take turns in pairs of blocks (each block on a new session,
+the pair's order alternating); the ratio is the median over the pairs, the ratio of the
+totals beside it. On a SQLite file at the default `synchronous=FULL`, at `NORMAL` beside
+it (no target: the reservation without its sync to disk), and on PostgreSQL. The
+statements a reservation adds are counted in a separate pass. Targets: at most `1.10x`
+the time per turn on PostgreSQL, `1.15x` on SQLite. The reservation is one durable commit
+before the call (the floor: a reservation every other process must see, and that
+survives a crash); where a commit's sync to disk is slow, that commit is most of the
+ratio.""",
+        full=("--turns", "400", "--postgres", "{pg}"),
+        quick=("--turns", "100", "--postgres", "{pg}"), services=("{pg}",)),
 )
 BY_NAME = {bench.name: bench for bench in BENCHES}
 
