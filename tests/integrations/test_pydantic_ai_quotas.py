@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from dataclasses import dataclass, field
 from typing import Any
 
 import openai
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError, ModelRetry
+from pydantic_ai.messages import ModelResponse
+from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tools import RunContext
 from streaming_runs import streamed_turn
 
 from chatkeep import Chatkeep, QuotaExceeded, Ref
@@ -249,6 +254,47 @@ def test_a_stream_the_app_stops_counts_and_a_refused_stream_releases(db_url: str
                         "stop")) as stream:
                     await stream.get_output()
             assert await state(keep, ORG) == (reserved, 0)
+
+    with FakeOpenAIServer() as server:
+        asyncio.run(scenario(server))
+        assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_response_a_hook_rejects_is_settled_to_its_usage(db_url: str,
+                                                            streamed: bool) -> None:
+    """Another capability rejects the first response (``ModelRetry`` from its
+    ``after_model_request``): the provider answered and billed it, so its reservation is
+    settled to that response's usage, not released; the retry is reserved and settled
+    in its turn."""
+
+    @dataclass
+    class RejectFirst(AbstractCapability[Any]):
+        rejected: list[str] = field(default_factory=list)
+
+        async def after_model_request(self, ctx: RunContext[Any], *,
+                                      request_context: ModelRequestContext,
+                                      response: ModelResponse) -> ModelResponse:
+            if not self.rejected:
+                self.rejected.append("once")
+                raise ModelRetry("say it again")
+            return response
+
+    async def scenario(server: FakeOpenAIServer) -> None:
+        async with AsyncChatkeep(db_url, dispatcher="inline") as keep:
+            store = ChatkeepConversationStore(keep, tenant=ORG)
+            agent: Agent[Any, Any] = Agent(chat_model(server.base_url), capabilities=[
+                ChatkeepHistory(store), RejectFirst()])
+            await set_quota(keep, ORG, 100_000)
+            server.script(Reply.ok("First.", prompt_tokens=20, completion_tokens=3),
+                          Reply.ok("Second.", prompt_tokens=30, completion_tokens=4))
+            if streamed:
+                saved, _ = await streamed_turn("run_stream_events", agent, store, "r", "Hi")
+                assert saved.result.output == "Second."
+            else:
+                result = await agent.run("Hi", conversation=await store.for_run("r"))
+                assert result.output == "Second."
+            assert await state(keep, ORG) == (20 + 3 + 30 + 4, 0)
 
     with FakeOpenAIServer() as server:
         asyncio.run(scenario(server))

@@ -1,6 +1,6 @@
 """The user's own values in the model's text, at the model boundary (``restore_output``).
 
-:class:`RestoringModel` wraps the model that serves each request of a run (the capability's
+:class:`ChatkeepModel` wraps the model that serves each request of a run (the capability's
 ``get_wrapper_model``): what the model writes in the conversation's placeholders comes back
 with the real values before Pydantic AI sees it, the way Pydantic AI itself removes the
 joiners it put into chat-template tokens. So every copy Pydantic AI makes of the model's
@@ -51,6 +51,8 @@ Restore = Callable[[str], str]
 #: The conversation's whole-text restore for a run's current request (``None``: the run
 #: has no conversation, nothing to restore).
 Restoring = Callable[[RunContext[Any] | None], Awaitable[Restore | None]]
+#: Told each answer of the model as it arrives: a function giving the response so far.
+Answered = Callable[[Callable[[], ModelResponse]], None]
 _PartT = TypeVar("_PartT")
 
 if "special_token_restorer" not in {f.name for f in dataclasses.fields(
@@ -138,21 +140,27 @@ def _deltas(events: list[ModelResponseStreamEvent]) -> list[PartDeltaEvent]:
     return [event for event in events if isinstance(event, PartDeltaEvent)]
 
 
-class RestoringModel(WrapperModel):
-    """``wrapped``, with the model's text restored for the run's conversation before
-    Pydantic AI sees it (non-streamed responses and every streamed event)."""
+class ChatkeepModel(WrapperModel):
+    """``wrapped``, as a ``ChatkeepHistory`` run sends its requests through it: the
+    model's text restored for the run's conversation before Pydantic AI sees it
+    (non-streamed responses and every streamed event; ``restoring`` is ``None`` when
+    ``restore_output`` is off), and each answer reported to ``answered`` (a function
+    giving the response so far) the moment it arrives, for the quota's settle."""
 
-    def __init__(self, wrapped: Any, restoring: Restoring,
-                 run: RunContext[Any] | None = None) -> None:
+    def __init__(self, wrapped: Any, restoring: Restoring | None,
+                 run: RunContext[Any] | None = None,
+                 answered: Answered | None = None) -> None:
         super().__init__(wrapped)
-        self._restoring, self._run = restoring, run
+        self._restoring, self._run, self._answered = restoring, run, answered
 
     async def request(self, messages: list[ModelMessage], model_settings: ModelSettings | None,
                       model_request_parameters: ModelRequestParameters) -> ModelResponse:
         """The wrapped model's response, its text restored."""
         response = await self.wrapped.request(messages, model_settings,
                                               model_request_parameters)
-        restore = await self._restoring(self._run)
+        if self._answered is not None:
+            self._answered(lambda: response)
+        restore = await self._restoring(self._run) if self._restoring is not None else None
         return response if restore is None else restored_response(response, restore)
 
     @asynccontextmanager
@@ -165,7 +173,10 @@ class RestoringModel(WrapperModel):
         async with self.wrapped.request_stream(messages, model_settings,
                                                model_request_parameters,
                                                run_context) as stream:
-            restore = await self._restoring(run_context or self._run)
+            if self._answered is not None:
+                self._answered(stream.get)
+            restore = await self._restoring(run_context or self._run) \
+                if self._restoring is not None else None
             if restore is not None:
                 manager = stream._parts_manager
                 manager.special_token_restorer = PlaceholderRestorer(

@@ -45,7 +45,7 @@ from chatkeep.errors import InvalidArgument, SessionNotFound
 from chatkeep.integrations.context import named_party
 from chatkeep.integrations.pydantic_ai import _files, _quota
 from chatkeep.integrations.pydantic_ai._request import PreparedRequest
-from chatkeep.integrations.pydantic_ai._restoring import Restore, RestoringModel
+from chatkeep.integrations.pydantic_ai._restoring import ChatkeepModel, Restore
 from chatkeep.integrations.pydantic_ai.store import ChatkeepConversationStore
 from chatkeep.integrations.pydantic_ai.store import _unchanged as unchanged
 from chatkeep.quotas import Reservation
@@ -59,11 +59,16 @@ _FUNCTION_KINDS = frozenset({"function", "unapproved"})
 
 
 class _Held:
-    """The reservation of the model request a ``wrap_model_request`` call wraps, and
-    whether the model call failed (an error before any response: released)."""
+    """The reservation of the model request a ``wrap_model_request`` call wraps; the
+    model's answer once one arrived (a function giving the response so far); whether the
+    model call failed (an error before any response)."""
 
     reservation: Reservation | None = None
+    answer: Callable[[], ModelResponse] | None = None
     failed: bool = False
+
+    def answered(self, answer: Callable[[], ModelResponse]) -> None:
+        self.answer = answer
 
 
 #: Set by ``wrap_model_request`` around its handler, which runs ``before_model_request``.
@@ -154,9 +159,7 @@ class ChatkeepHistory(AbstractCapability[Any]):
     ) -> ModelResponse:
         """The request, reserved on the tenant's quota by ``before_model_request``; its
         reservation settled to the response's usage (a streamed response's when the
-        stream has ended), released when the request fails (an error raised before a
-        response), counted at its reserved amount when the request is cancelled (a stream
-        the application stopped reading: what the provider billed is not known)."""
+        stream has ended), or ended as :meth:`_ended` says when the request raised."""
         slot = _Held()
         token = _HELD.set(slot)
         try:
@@ -164,10 +167,7 @@ class ChatkeepHistory(AbstractCapability[Any]):
         except BaseException as exc:
             if slot.reservation is not None:
                 with anyio.CancelScope(shield=True):
-                    if slot.failed or isinstance(exc, Exception):
-                        await self.store.release(slot.reservation)
-                    else:
-                        await self.store.settle(slot.reservation, None)
+                    await self._ended(slot, slot.reservation, exc)
             raise
         finally:
             _HELD.reset(token)
@@ -178,6 +178,20 @@ class ChatkeepHistory(AbstractCapability[Any]):
             else:
                 await self.store.settle(slot.reservation, used)
         return response
+
+    async def _ended(self, slot: _Held, held: Reservation, error: BaseException) -> None:
+        """End the reservation of a request whose handler raised ``error``: settled to
+        what the model answered (a hook raised after its response; a stream the
+        application stopped reading: its usage so far, else the reserved amount),
+        released when the model never answered (a failed call, an error before sending),
+        counted at the reserved amount when cancelled while waiting (the provider may be
+        billing it)."""
+        if slot.answer is not None:
+            await self.store.settle(held, _quota.used_of(slot.answer()))
+        elif slot.failed or isinstance(error, Exception):
+            await self.store.release(held)
+        else:
+            await self.store.settle(held, None)
 
     async def on_model_request_error(self, ctx: RunContext[Any], *,
                                      request_context: ModelRequestContext,
@@ -197,10 +211,11 @@ class ChatkeepHistory(AbstractCapability[Any]):
         return run
 
     def get_wrapper_model(self, model: Model) -> Model | None:
-        """The model with its text restored for the run's conversation
-        (``restore_output``), or ``None``."""
-        return RestoringModel(model, self._model_restore, self._run) \
-            if self.restore_output else None
+        """The model as the run's requests go through it: its text restored for the
+        run's conversation (``restore_output``), its answers noted for the quota."""
+        slot = _HELD.get()
+        return ChatkeepModel(model, self._model_restore if self.restore_output else None,
+                             self._run, slot.answered if slot is not None else None)
 
     async def _model_restore(self, run: RunContext[Any] | None) -> Restore | None:
         """The conversation's restore for the run's request now being sent, its mapping
