@@ -50,6 +50,7 @@ def key_of(store: ChatkeepStore, content: str) -> str:
     return next(i.key for i in store.search(NS) if i.value["content"] == content)
 
 
+@pytest.mark.pgbouncer
 def test_put_sets_the_expiry_and_reads_refresh_it(db_url: str) -> None:
     with Chatkeep(db_url, dispatcher="inline") as keep:
         store = ChatkeepStore(keep, ttl={"default_ttl": 60})
@@ -88,6 +89,7 @@ def test_refresh_on_read_off_refreshes_only_when_a_read_asks(db_url: str) -> Non
         assert about(expiry(db_url, key), 10)
 
 
+@pytest.mark.pgbouncer
 def test_an_expired_item_is_never_served_and_the_sweep_deletes_it(db_url: str) -> None:
     with Chatkeep(db_url, dispatcher="inline") as keep:
         store = ChatkeepStore(keep, tenant=ORG)

@@ -43,6 +43,7 @@ def stored(db_url: str, column: str, memory_id: int) -> datetime | None:
     return None if value is None else value.replace(tzinfo=value.tzinfo or UTC)
 
 
+@pytest.mark.pgbouncer
 def test_the_sweep_deletes_expired_and_unrecalled_memories_and_nothing_else(
         db_url: str, make_keep: Callable[..., Chatkeep]) -> None:
     keep = make_keep()
@@ -75,6 +76,7 @@ def test_the_sweep_deletes_expired_and_unrecalled_memories_and_nothing_else(
     assert (again.memories, again.expired) == (0, 0)
 
 
+@pytest.mark.pgbouncer
 def test_an_expired_memory_is_not_served_before_the_sweep(
         db_url: str, make_keep: Callable[..., Chatkeep]) -> None:
     keep = make_keep()
