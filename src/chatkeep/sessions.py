@@ -328,7 +328,7 @@ class ChatSession:
         # Settled at the real usage in the append's own transaction (no commit of its
         # own); if the append fails, settled on its own (a no-op if the append's
         # statement settled it already).
-        settlement = held.settlement(turn.usage)
+        settlement = held._settlement(turn.usage)
         try:
             messages, self._row = self._repo.append_messages(
                 self.id, prepare_batch([MessageDraft.from_turn(turn, metadata)],
@@ -339,7 +339,7 @@ class ChatSession:
         if settlement is None:
             held.settle(turn.usage)
         else:
-            held.settled()
+            held._settled()
         return messages[0]
 
     def record(self, payload: Any, *, format: str) -> list[Message]:
@@ -646,12 +646,12 @@ class HeldReservation(Protocol):
         """Settle on its own, at ``used``."""
         ...
 
-    def settlement(self, used: object = None) -> Settlement | None:
+    def _settlement(self, used: object = None) -> Settlement | None:
         """The settle as a value the append's transaction runs (``None``: settle it on
         its own)."""
         ...
 
-    def settled(self) -> None:
+    def _settled(self) -> None:
         """The append that ran the settlement committed."""
         ...
 

@@ -103,3 +103,7 @@ class AsyncQuotaService(Twin[QuotaService]):
     @bridged
     async def sweep(self, now: datetime | None = None, *, batch_size: int = 500) -> int:
         """End every reservation whose lease ended (each batch awaited)."""
+
+    @bridged
+    async def run_job(self, _session_id: str = "") -> None:
+        """The ``"quota_sweep"`` job: :meth:`sweep` (the session id is unused)."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from chatkeep.errors import ModelError, QuotaExceeded, StoreError
@@ -118,15 +118,15 @@ class HybridRetriever:
 
     def __init__(self, store: MemoryStore, embedder: Embedder, *,
                  fusion: Fusion = DEFAULT_FUSION, mask: EmbedMask | None = None,
-                 cache_size: int = 1024, quotas: QuotaService | None = None,
+                 cache_size: int = 1024,
+                 quotas: QuotaService | Callable[[], QuotaService | None] | None = None,
                  counter: TokenCounter | None = None) -> None:
         self.store = store
         self.embedder = embedder
         self.fusion = fusion
         self.mask = mask
         self.cache_size = cache_size
-        self.quotas = quotas
-        """Reserves each call made for a ``Payer`` (the keep sets it)."""
+        self._quotas = quotas
         self.counter: TokenCounter = counter or HeuristicCounter()
         """Estimates what a call's reservation holds (its input tokens)."""
         self._cache: OrderedDict[str, list[float]] = OrderedDict()
@@ -136,6 +136,17 @@ class HybridRetriever:
     def model(self) -> str:
         """The embedding model whose vectors this retriever reads."""
         return self.embedder.model
+
+    @property
+    def quotas(self) -> QuotaService | None:
+        """Reserves each call made for a ``Payer`` (given, or read from the callable
+        given: the memory service's, which the keep sets)."""
+        quotas = self._quotas
+        return quotas() if callable(quotas) else quotas
+
+    @quotas.setter
+    def quotas(self, quotas: QuotaService | Callable[[], QuotaService | None] | None) -> None:
+        self._quotas = quotas
 
     def embed(self, texts: Sequence[str], sealed: Sequence[str | None] | None = None, *,
               payer: Payer | None = None) -> list[list[float] | None]:

@@ -92,31 +92,20 @@ class MemoryService:
         self.store = MemoryStore(repository.engine, repository.clock)
         self.embedder = embedder
         self.retriever = retriever or (
-            HybridRetriever(self.store, embedder, mask=embed_mask) if embedder is not None
+            HybridRetriever(self.store, embedder, mask=embed_mask, counter=counter,
+                            quotas=lambda: self.quotas) if embedder is not None
             else TextRetriever(self.store))
         self.language = language
         self.outbound_filter = outbound_filter
         self.counter = counter
         self.sweeper = Sweeper(self.store, self.config, lease)
-        self._quotas: QuotaService | None = None
+        #: Reserves each distiller and embedding call on the tenant's quota (the keep sets
+        #: it): a refused distillation leaves the watermark, and the sweep retries it
+        #: later; a refused embedding leaves its memory without a vector (``embed_missing``
+        #: retries it) or its recall query ranked by words only.
+        self.quotas: QuotaService | None = None
         self.recaller = Recaller(self.store, self.retriever, self.config.recall_limit,
                                  self.config.recall_stamp_every)
-
-    @property
-    def quotas(self) -> QuotaService | None:
-        """Reserves each distiller and embedding call on the tenant's quota (the keep
-        sets it): a refused distillation leaves the watermark, and the sweep retries it
-        later; a refused embedding leaves its memory without a vector (``embed_missing``
-        retries it) or its recall query ranked by words only."""
-        return self._quotas
-
-    @quotas.setter
-    def quotas(self, quotas: QuotaService | None) -> None:
-        self._quotas = quotas
-        if isinstance(self.retriever, HybridRetriever):
-            self.retriever.quotas = quotas
-            if self.counter is not None:
-                self.retriever.counter = self.counter
 
     def start(self) -> None:
         """Check what recall by meaning needs in the database (pgvector on PostgreSQL), so

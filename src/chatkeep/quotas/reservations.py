@@ -78,18 +78,18 @@ class Reservation:
         """Give the tokens back: the call failed before its response (nothing billed)."""
         return self._finish(0)
 
-    def settlement(self, used: object = None) -> Settlement | None:
+    def _settlement(self, used: object = None) -> Settlement | None:
         """This reservation's settle at ``used`` as a value the write that stores the
         call's answer runs in its own transaction (``session.add_assistant_response``:
-        the append), so settling costs no commit of its own; call :meth:`settled` once
+        the append), so settling costs no commit of its own; call :meth:`_settled` once
         that write committed. ``None`` when there is nothing to settle that way (no
         quota applied, settled already, or no clock given: use :meth:`settle`)."""
         if self.done or self.id is None or self._clock is None:
             return None
         return Settlement(self.id, None if used is None else used_tokens(used), self._clock())
 
-    def settled(self) -> None:
-        """Mark it settled: the write that ran its :meth:`settlement` committed."""
+    def _settled(self) -> None:
+        """Mark it settled: the write that ran its :meth:`_settlement` committed."""
         self.done = True
 
     def _finish(self, used: int | None) -> bool:
