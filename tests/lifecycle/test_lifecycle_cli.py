@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import json
+import time
+from datetime import timedelta
 from pathlib import Path
 
 from lifecycle_helpers import ANN, T1, label, on_disk, plant
@@ -83,6 +85,14 @@ def test_retention_from_the_cli(db_url: str) -> None:
     assert "30 days" in out and "kept" in out
     code, out = run("retention", "sweep", "--json", *db)
     assert code == 0 and json.loads(out)["sessions"] == 0, out
+    with Chatkeep(db_url) as keep:  # a memory past its expiry goes whatever the policy
+        fact = keep.memory.add(Ref("org", 4), "expires at once")
+        keep.memory.set_expiry(Ref("org", 4), fact.id, timedelta(seconds=1))
+    time.sleep(1.1)
+    code, out = run("retention", "sweep", "--json", *db)
+    assert code == 0 and json.loads(out)["expired"] == json.loads(out)["memories"] == 1, out
+    code, out = run("retention", "sweep", *db)
+    assert code == 0 and "0 memories (0 expired)" in out, out
     code, out = run("retention", "clear", "--tenant", "org:3", *db)
     assert code == 0 and "removed" in out
     assert Ref("org", 3)
