@@ -30,8 +30,10 @@ recalled in interleaved rounds, full-text only and hybrid alternating, so machin
 hits both alike. Reported: p50 per mode and the ratio. Query vectors are computed before
 timing (the embedding call is the model's cost, reported on its own line, not chatkeep's).
 Latency never reads the held-out set, so measuring it cannot leak held-out questions.
-``--no-quality`` runs latency alone. The output is Markdown (``--markdown`` is accepted,
-so ``bench/report.py`` calls every bench alike).
+``--no-quality`` runs latency alone. ``--recall-stamp`` runs only the cost of recall's time
+stamp (``last_recalled_at``, issue 36): full-text recall with the stamp patched out, at the
+default granularity and stamping every recall, interleaved. The output is Markdown
+(``--markdown`` is accepted, so ``bench/report.py`` calls every bench alike).
 
 The weights are checked before use (by ``LocalEmbedder``): sha256 of
 ``model.safetensors`` must equal the upstream file's (``UPSTREAM_SHA256`` below, pinned in
@@ -348,6 +350,54 @@ def latency(url: str, model: MiniLM, size: int, rounds: int) -> tuple[float, flo
     return statistics.median(timings["text"]), statistics.median(timings["hybrid"])
 
 
+def stamp_latency(url: str, size: int, rounds: int) -> dict[str, float]:
+    """p50 seconds of full-text recall with its recall-time stamp patched out (``off``:
+    what recall cost before the stamp existed), at the default granularity (``default``:
+    a recall after the first finds its memories fresh and writes nothing) and stamping
+    every recall (``every``: ``memory.recall_stamp_every = 0``, one UPDATE per recall),
+    interleaved question by question on one database."""
+    texts, questions = load_set(LATENCY_SET)
+    ours = list(texts.values()) + filler(size - len(texts), seed=size)
+    with Chatkeep(url, dispatcher="inline") as off, \
+            Chatkeep(url, dispatcher="inline") as default, \
+            Chatkeep(url, dispatcher="inline",
+                     config={"memory": {"recall_stamp_every": "0"}}) as every:
+        load_memories(off, TENANT, ours)
+        off.memory.recaller.stamp = lambda tenant, served: served  # type: ignore[method-assign]
+        session = off.sessions.create(TENANT)
+        keeps = {"off": off, "default": default, "every": every}
+        sessions = {name: keep.sessions.get_unscoped(session.id) for name, keep in keeps.items()}
+        for q in questions[:8]:  # warm caches and plans
+            for name, keep in keeps.items():
+                keep.memory.recall(sessions[name], query=q.text)
+        timings: dict[str, list[float]] = {name: [] for name in keeps}
+        for _ in range(rounds):
+            for q in questions:
+                for name, keep in keeps.items():
+                    start = time.perf_counter()
+                    keep.memory.recall(sessions[name], query=q.text)
+                    timings[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in timings.items()}
+
+
+def print_stamp_latency(backends: Sequence[str], pg_url: str | None, sizes: Sequence[int],
+                        rounds: int) -> None:
+    """The ``--recall-stamp`` table."""
+    print(f"\n### Recall's time stamp (p50 of {rounds} rounds, full-text recall, interleaved)"
+          "\n")
+    print("| memories per tenant | store | stamp off | default (1h) | every recall | "
+          "default / off | every / off |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
+    for size in sizes:
+        for backend in backends:
+            with database(backend, pg_url) as url:
+                p50 = stamp_latency(url, size, rounds)
+            print(f"| {size:,} | {backend} | {p50['off'] * 1000:.2f} ms | "
+                  f"{p50['default'] * 1000:.2f} ms | {p50['every'] * 1000:.2f} ms | "
+                  f"{p50['default'] / p50['off']:.2f}x | {p50['every'] / p50['off']:.2f}x |",
+                  flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse arguments, run, print markdown."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -363,14 +413,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--no-quality", action="store_true", help="latency only")
     parser.add_argument("--markdown", action="store_true",
                         help="Markdown output (it is already; for bench/report.py)")
+    parser.add_argument("--recall-stamp", action="store_true",
+                        help="only the cost of recall's time stamp (no model needed)")
     args = parser.parse_args(argv)
+    backends = ["sqlite"] + (["postgresql"] if args.postgres else [])
+    if args.recall_stamp:
+        print_stamp_latency(backends, args.postgres,
+                            [int(s) for s in args.sizes.split(",")], args.rounds)
+        return
     if args.tune and args.set != "dev":
         raise SystemExit("--tune only on the development set (--set dev)")
     if args.no_quality and (args.no_latency or args.tune):
         raise SystemExit("--no-quality runs latency alone: not with --no-latency or --tune")
     model = MiniLM()
     print(f"model: {MODEL_NAME} ({model.verified}); fusion: {DEFAULT_FUSION}")
-    backends = ["sqlite"] + (["postgresql"] if args.postgres else [])
     if not args.no_quality:
         results: dict[str, dict[str, Scores]] = {}
         for backend in backends:
