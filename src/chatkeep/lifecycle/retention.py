@@ -102,12 +102,22 @@ class RetentionService:
                 self._sessions(tenant, moment - timedelta(days=session_days), own,
                                batch_size, report, progress)
         windows = {p.tenant: p.memory_idle_days for p in stored}
-        for target in self._store.tenants_with_memories([]):
+        for target in self._memory_targets(windows, moment):
             days = windows[target] if target in windows else self._default[1]
             stale = None if days is None else moment - timedelta(days=days)
             self._memories(target, stale, moment, batch_size, report, progress)
         self._settled(report)
         return report
+
+    def _memory_targets(self, windows: dict[Ref, int | None], now: datetime) -> list[Ref]:
+        """The tenants whose memories the sweep looks at: every tenant with memories when
+        the default has a window; else those with a window of their own and those with
+        expired memories (found on the expiry index, not by visiting every tenant)."""
+        if self._default[1] is not None:
+            return self._store.tenants_with_memories([])
+        targets = [t for t, days in windows.items() if days is not None]
+        return targets + [t for t in self._store.tenants_with_expired(now)
+                          if t not in targets]
 
     def sweep_expired(self, tenant: Ref | None = None, now: datetime | None = None, *,
                       batch_size: int = 500) -> SweepReport:
@@ -121,7 +131,7 @@ class RetentionService:
         check_int(batch_size, "batch_size", minimum=1, maximum=100_000)
         moment = (now or self._lifecycle.clock()).astimezone(UTC)
         report = SweepReport()
-        targets = [tenant] if tenant is not None else self._store.tenants_with_memories([])
+        targets = [tenant] if tenant is not None else self._store.tenants_with_expired(moment)
         for target in targets:
             self._memories(target, None, moment, batch_size, report, None)
         self._settled(report)

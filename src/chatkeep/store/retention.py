@@ -109,6 +109,20 @@ class RetentionStore:
         return [r for r in found if r is not None and r not in excluding]
 
     @retrying_reads
+    def tenants_with_expired(self, now: datetime) -> list[Ref]:
+        """The tenants with memories expired by ``now`` (over the partial index of
+        memories that expire), in tenant order."""
+        from chatkeep.store.schema import memories
+
+        m = memories.c
+        with reading(self.engine) as conn:
+            rows = conn.execute(select(m.tenant_type, m.tenant_id, m.tenant_id_int).where(
+                m.expires_at.is_not(None), m.expires_at <= now).distinct()
+                .order_by(m.tenant_type, m.tenant_id)).all()
+        found = [Ref.from_columns(r.tenant_type, r.tenant_id, r.tenant_id_int) for r in rows]
+        return [r for r in found if r is not None]
+
+    @retrying_reads
     def memory_expiry(self, tenant: Ref | None, now: datetime) -> list[tuple[Ref, int, int]]:
         """``(tenant, expired, expiring)`` per tenant with memories that expire: how many
         expired by ``now`` (awaiting the sweep) and how many will later. Read over the
