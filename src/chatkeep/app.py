@@ -63,6 +63,8 @@ if TYPE_CHECKING:
 #: The jobs' names, ``chatkeep.memory.DISTIL_JOB`` and ``chatkeep.history.compressor.FOLD_JOB``,
 #: known without importing those layers (tests/test_lazy_facade.py checks they agree).
 _DISTIL_JOB, _FOLD_JOB = "distil", "fold"
+#: The parts ``Chatkeep`` builds on first use (``Chatkeep.__getattr__``).
+_PARTS = frozenset({"privacy", "compressor", "memory"})
 
 
 class Chatkeep:
@@ -77,6 +79,14 @@ class Chatkeep:
     this machine, ``chatkeep[local]``); ``None`` uses ``memory.embedder`` /
     ``memory.embedding_model`` when set (full-text recall when not).
     """
+
+    privacy: PrivacyGuard
+    """The privacy guard: the two switches, each session's vault, the redactor (built on
+    first use)."""
+    compressor: HistoryCompressor
+    """What the model receives, and the folds (built on first use)."""
+    memory: MemoryService
+    """Long-term memory: distilling, recall, the sweep (built on first use)."""
 
     def __init__(self, database_url: str | Engine, *, model: Any = None,
                  config: Config | Mapping[str, Any] | None = None,
@@ -119,7 +129,6 @@ class Chatkeep:
         # start checks what it needs).
         self._recognizers = list(recognizers)
         self._embedder = embedder
-        self._parts: dict[str, Any] = {}
         self._building = threading.RLock()
         self.dispatcher.bind(self.job_handlers())
         # Forgetting (issue 36): deletes, erasures and holds over the store's procedures.
@@ -140,33 +149,20 @@ class Chatkeep:
         if self._wants_embedder():
             self._build("memory")
 
-    @property
-    def privacy(self) -> PrivacyGuard:
-        """The privacy guard: the two switches, the session's vault, the redactor (built
-        on first use)."""
-        return self._build("privacy")  # type: ignore[no-any-return]
-
-    @property
-    def compressor(self) -> HistoryCompressor:
-        """The history compressor: what the model receives, and the folds (built on first
-        use)."""
-        return self._build("compressor")  # type: ignore[no-any-return]
-
-    @property
-    def memory(self) -> MemoryService:
-        """Long-term memory: distilling, recall, the sweep (built on first use)."""
-        return self._build("memory")  # type: ignore[no-any-return]
+    def __getattr__(self, name: str) -> Any:
+        """The model-facing parts, ``privacy``, ``compressor`` and ``memory``, each built
+        (and wired to the others) the first time it is asked for; an attribute after."""
+        if name not in _PARTS:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return self._build(name)
 
     def _build(self, name: str) -> Any:
-        """The part ``name``, built (and wired to the others) the first time it is asked
-        for."""
-        part = self._parts.get(name)
-        if part is not None:
+        with self._building:  # one builder at a time: each part once, whatever the threads
+            part = self.__dict__.get(name)
+            if part is None:
+                part = getattr(self, f"_make_{name}")()
+                self.__dict__[name] = part
             return part
-        with self._building:
-            if name not in self._parts:
-                self._parts[name] = getattr(self, f"_make_{name}")()
-            return self._parts[name]
 
     def _make_privacy(self) -> PrivacyGuard:
         from chatkeep.privacy.guard import PrivacyGuard
@@ -216,11 +212,11 @@ class Chatkeep:
 
     def _forget_cached(self) -> None:
         # Only what was built can hold anything.
-        forget_cached(self._parts.get("privacy"), self._parts.get("memory"))
+        forget_cached(self.__dict__.get("privacy"), self.__dict__.get("memory"))
 
     def _start(self, create_schema: bool) -> None:
         _open(self.engine, create_schema)
-        memory = self._parts.get("memory")
+        memory = self.__dict__.get("memory")
         if memory is not None:  # built at construction when it embeds
             memory.start()
 
