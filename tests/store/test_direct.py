@@ -30,6 +30,7 @@ from chatkeep import (
 )
 from chatkeep.messages import MessageDraft, Role
 from chatkeep.sessions import prepare_batch
+from chatkeep.store import direct
 from chatkeep.store.direct import DriverTransport
 from chatkeep.store.executor import CoreTransport
 from chatkeep.store.schema import chat_messages, chat_sessions, chat_tool_calls, chat_usage
@@ -47,8 +48,10 @@ def repository_of(keep: Any) -> Any:
     return getattr(keep, "core", keep).repository
 
 
-def record_opens(transport: DriverTransport) -> list[str | None]:
-    """How each driver connection the transport opens begins (``None``: autocommit)."""
+def record_opens(transport: DriverTransport,
+                 monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+    """How each driver connection the transport opens begins (``None``: autocommit),
+    here or, for a procedure run whole on aiosqlite, in the driver's thread."""
     opened: list[str | None] = []
     real = transport._open
 
@@ -57,6 +60,13 @@ def record_opens(transport: DriverTransport) -> list[str | None]:
         return real(begin)
 
     transport._open = recording  # type: ignore[method-assign]
+    there = direct._InThread._open
+
+    def recording_there(self: direct._InThread, begin: str | None) -> Any:
+        opened.append(begin)
+        return there(self, begin)
+
+    monkeypatch.setattr(direct._InThread, "_open", recording_there)
     return opened
 
 
@@ -107,14 +117,15 @@ def write_a_conversation(keep: Any) -> Any:
 
 
 def test_the_driver_writes_reads_and_folds_what_core_does(
-        db_url: str, make_keep: Callable[..., Chatkeep]) -> None:
+        db_url: str, make_keep: Callable[..., Chatkeep],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     keep = make_keep()
     repo = repository_of(keep)
     driver = repo._transport
     assert isinstance(driver, DriverTransport) and driver.usable
     core = CoreTransport(repo.engine)
     repo.clock = lambda: CLOCK
-    opened = record_opens(driver)
+    opened = record_opens(driver, monkeypatch)
 
     def through(transport: Any, call: Callable[[], Any]) -> Any:
         repo._transport = transport

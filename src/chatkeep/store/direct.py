@@ -17,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, NamedTuple
+from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 from sqlalchemy import JSON, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
@@ -25,7 +25,10 @@ from sqlalchemy.util import await_only
 
 from chatkeep.errors import ChatkeepError, StoreError
 from chatkeep.store.connections import autocommits, driver_error, ensure_started, store_error
-from chatkeep.store.executor import CoreTransport, Executor, Row
+from chatkeep.store.executor import CoreTransport, Executor, Row, Transport
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 _Processors = list[tuple[int, Callable[[Any], Any]]]
 """The type processors of the columns that have one, by position."""
@@ -312,6 +315,23 @@ class _Asyncpg(_DriverExecutor):
 
 # -- the transports ------------------------------------------------------------------------
 
+@contextmanager
+def _within(db: _DriverExecutor, begin: str | None) -> Iterator[_DriverExecutor]:
+    """``db`` in a transaction begun by ``begin`` (``None``: none), committed when the
+    block ends, rolled back when it raises."""
+    if begin is None:
+        yield db
+        return
+    db.command(begin)
+    try:
+        yield db
+        db.command("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.command("ROLLBACK")
+        raise
+
+
 class DriverTransport:
     """A :class:`~chatkeep.store.executor.Transport` whose executors are driver
     connections from the engine's pool: driver errors become ``StoreError`` (integrity
@@ -353,8 +373,20 @@ class DriverTransport:
         """A driver connection for reads."""
         return self._open(self.read_begin) if self.usable else self.core.reading()
 
+    def run(self, procedure: Callable[Concatenate[Transport, P], T], /, *args: P.args,
+            **kwargs: P.kwargs) -> T:
+        """``procedure(self, *args, **kwargs)``."""
+        return procedure(self, *args, **kwargs)
+
     @contextmanager
     def _open(self, begin: str | None) -> Iterator[Executor]:
+        with self._checkout() as db, _within(db, begin):
+            yield db
+
+    @contextmanager
+    def _checkout(self) -> Iterator[_DriverExecutor]:
+        """A driver connection from the pool, as an executor; what goes wrong on it is
+        classified here (and the connection dropped when that left it unusable)."""
         ensure_started(self.engine)
         try:
             pooled = self.engine.raw_connection()
@@ -362,17 +394,7 @@ class DriverTransport:
             raise store_error(exc) from exc
         db = self.driver(pooled.driver_connection, self.statements)
         try:
-            if begin is None:
-                yield db
-            else:
-                db.command(begin)
-                try:
-                    yield db
-                    db.command("COMMIT")
-                except BaseException:
-                    if db.in_transaction:
-                        db.command("ROLLBACK")
-                    raise
+            yield db
         except self.integrity_errors:
             raise
         except self.database_errors as exc:
@@ -398,7 +420,7 @@ class SqliteTransport(DriverTransport):
     """SQLite files on pysqlite, or on aiosqlite (an append is ~0.1 ms of SQLite's own
     work)."""
 
-    integrity_errors = (sqlite3.IntegrityError, IntegrityError)
+    integrity_errors: tuple[type[Exception], ...] = (sqlite3.IntegrityError, IntegrityError)
     database_errors = (sqlite3.Error,)
     write_begin = "BEGIN IMMEDIATE"
     read_begin = "BEGIN"
@@ -413,6 +435,72 @@ class SqliteTransport(DriverTransport):
         runs inside the bridge)."""
         return engine.dialect.name == "sqlite" and engine.dialect.driver in ("pysqlite",
                                                                               "aiosqlite")
+
+    def run(self, procedure: Callable[Concatenate[Transport, P], T], /, *args: P.args,
+            **kwargs: P.kwargs) -> T:
+        """On aiosqlite, the whole procedure in one trip to the connection's thread (its
+        ``BEGIN IMMEDIATE``, statements and ``COMMIT`` were a trip each, and a trip costs
+        more than SQLite's work for an append): there it runs on the ``sqlite3``
+        connection itself, over :class:`_InThread`. Errors come back as the other paths
+        raise them. Elsewhere, or while listeners are owed every statement, or on an
+        aiosqlite without the two names this leans on (those :mod:`chatkeep.aio.sqlite_driver`
+        uses), it runs here."""
+        if self.driver is not _Aiosqlite or not self.usable or not _has_trip():
+            return procedure(self, *args, **kwargs)
+        there = _InThread(self.statements, self.integrity_errors)
+        with self._checkout() as db:
+            connection = db.db
+
+            def whole() -> T:
+                there.connection = connection._conn  # aiosqlite's sqlite3 connection
+                return procedure(there, *args, **kwargs)
+
+            result: T = await_only(connection._execute(whole))
+            return result
+
+
+def _has_trip() -> bool:
+    """Whether aiosqlite still has ``Connection._execute`` (a call run in its thread) and
+    ``Connection._conn`` (the ``sqlite3`` connection there)."""
+    import aiosqlite
+
+    connection = aiosqlite.Connection
+    return callable(getattr(connection, "_execute", None)) and \
+        isinstance(getattr(connection, "_conn", None), property)
+
+
+class _InThread:
+    """A :class:`SqliteTransport` as seen from inside aiosqlite's thread: executors on
+    the thread's ``sqlite3`` connection, in the transactions the pysqlite path opens
+    (no trip: the procedure is already there; errors go back through the trip)."""
+
+    dialect = "sqlite"
+    connection: sqlite3.Connection
+
+    def __init__(self, statements: _Statements,
+                 integrity_errors: tuple[type[Exception], ...]) -> None:
+        self.statements = statements
+        self.integrity_errors = integrity_errors
+
+    def transaction(self) -> AbstractContextManager[Executor]:
+        """A write transaction (``BEGIN IMMEDIATE``)."""
+        return self._open(SqliteTransport.write_begin)
+
+    def autocommit(self) -> AbstractContextManager[Executor]:
+        """Each statement its own transaction."""
+        return self._open(None)
+
+    def reading(self) -> AbstractContextManager[Executor]:
+        """One read snapshot (``BEGIN``)."""
+        return self._open(SqliteTransport.read_begin)
+
+    def _open(self, begin: str | None) -> AbstractContextManager[Executor]:
+        return _within(_Pysqlite(self.connection, self.statements), begin)
+
+    def run(self, procedure: Callable[Concatenate[Transport, P], T], /, *args: P.args,
+            **kwargs: P.kwargs) -> T:
+        """Already in the thread: ``procedure(self, ...)``."""
+        return procedure(self, *args, **kwargs)
 
 
 class PostgresTransport(DriverTransport):

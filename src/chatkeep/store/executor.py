@@ -6,14 +6,16 @@ A procedure (:mod:`chatkeep.store.procedures`) asks a :class:`Transport` for an
 prebuilt statements of :mod:`chatkeep.store.statements`. :class:`CoreTransport` runs
 them through SQLAlchemy; :class:`chatkeep.store.direct.DriverTransport` sends the same
 statement objects to the database driver itself. Either way database errors surface as
-``StoreError``, and integrity errors pass through for the procedure to explain.
+``StoreError``, and integrity errors pass through for the procedure to explain. A caller
+runs a whole procedure with ``transport.run(procedure, ...)``: where the driver lives in
+a thread of its own (aiosqlite), the procedure then goes there once, not per statement.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, Protocol
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from sqlalchemy import Connection, Engine, Executable
 from sqlalchemy.exc import IntegrityError
@@ -22,6 +24,9 @@ from chatkeep.store.connections import autocommit, reading, transaction
 
 Row = Sequence[Any]
 """A result row: read by position."""
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class Executor(Protocol):
@@ -56,6 +61,13 @@ class Transport(Protocol):
 
     def reading(self) -> AbstractContextManager[Executor]:
         """A connection for reads (on SQLite, one snapshot for the block)."""
+        ...
+
+    def run(self, procedure: Callable[Concatenate[Transport, P], T], /, *args: P.args,
+            **kwargs: P.kwargs) -> T:
+        """``procedure(transport, *args, **kwargs)``, whole: a procedure that only runs
+        statements (no model call, nothing awaited), over this transport or one standing
+        for it where the driver is."""
         ...
 
 
@@ -102,3 +114,8 @@ class CoreTransport:
         """:func:`chatkeep.store.connections.reading`."""
         with reading(self.engine) as conn:
             yield CoreExecutor(conn)
+
+    def run(self, procedure: Callable[Concatenate[Transport, P], T], /, *args: P.args,
+            **kwargs: P.kwargs) -> T:
+        """``procedure(self, *args, **kwargs)``."""
+        return procedure(self, *args, **kwargs)
