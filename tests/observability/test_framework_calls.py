@@ -5,7 +5,7 @@ OpenTelemetry is off (``observability/framework_calls.py``)."""
 from __future__ import annotations
 
 import pytest
-from otel_helpers import Telemetry
+from otel_helpers import Telemetry, World
 
 from chatkeep import Ref
 from chatkeep.observability import capture, metrics
@@ -68,3 +68,19 @@ def test_without_opentelemetry_nothing_is_recorded(telemetry: Telemetry,
         record.usage(1, 2)
     assert telemetry.named("chat m4") == []
     assert (record.input_tokens, record.output_tokens) == (1, 2)
+
+
+def test_a_recall_is_a_search_memory_span_with_ids_and_no_text(world: World,
+                                                               telemetry: Telemetry) -> None:
+    keep = world.keep
+    keep.memory.add(ORG, "prefers invoices by post")
+    session = keep.sessions.open("otel-recall", tenant=ORG)
+    found = keep.memory.recall(session, query="invoices")
+    (span,) = telemetry.named("search_memory chatkeep.memories")
+    assert span.attributes["gen_ai.conversation.id"] == session.id
+    attrs = dict(span.attributes)
+    assert attrs["gen_ai.operation.name"] == "search_memory"
+    assert attrs["gen_ai.memory.store.id"] == "chatkeep.memories"
+    assert attrs["chatkeep.memory.found"] == len(found) >= 1
+    assert list(attrs["chatkeep.memory.ids"]) == [str(m.id) for m in found]
+    assert "invoices" not in repr(attrs)

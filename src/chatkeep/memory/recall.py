@@ -21,6 +21,7 @@ from chatkeep.history.plan import previous_texts
 from chatkeep.memory.hybrid import HybridRetriever, Payer
 from chatkeep.memory.scopes import readable_targets
 from chatkeep.memory.text import query_terms
+from chatkeep.observability import tracing as telemetry
 from chatkeep.refs import Ref
 from chatkeep.sessions import ChatSession
 from chatkeep.store.memories import MemoryStore
@@ -106,6 +107,16 @@ class Recaller:
         """With a query: the matching memories by relevance. Without: the most recent.
         ``session``: the conversation asking, whose vault masks the query for the embedder
         (the query's embedding reserves on ``tenant``'s quota, for ``actor``)."""
+        def run() -> Recalled:
+            return self._recall(tenant, actor, subject, query, limit, session)
+
+        if telemetry.ON:
+            return telemetry.search_memory(tenant, session.id if session else None, run)
+        return run()
+
+    def _recall(self, tenant: Ref, actor: Ref | None, subject: Ref | None,
+                query: str | None, limit: int | None,
+                session: ChatSession | None) -> Recalled:
         limit = self.default_limit if limit is None else limit
         keys = [t.key for t in readable_targets(tenant, actor, subject)]
         if query is not None and query_terms(query):
@@ -118,6 +129,12 @@ class Recaller:
         """Memories for the system message: those matching the latest user turn, topped
         up with the most recent applicable ones (subject context matters even when the
         words do not match)."""
+        if telemetry.ON:
+            return telemetry.search_memory(session.tenant, session.id,
+                                           lambda: self._provide(session))
+        return self._provide(session)
+
+    def _provide(self, session: ChatSession) -> Recalled:
         keys = [t.key for t in readable_targets(session.tenant, session.actor, session.subject)]
         query, context = latest_user_turn(session)
         found = self._search(session.tenant, keys, query, self.default_limit, session, context,

@@ -40,6 +40,9 @@ ERROR_TYPE = "error.type"
 CHAT = "chat"
 EMBEDDINGS = "embeddings"
 UPDATE_MEMORY = "update_memory"
+SEARCH_MEMORY = "search_memory"
+"""The memory operation of a recall: the memories a round (or ``keep.memory.recall``)
+found for a session's scopes."""
 """The memory operation of a fold (the summary) and of a distillation (memories): an
 upsert, as the conventions define it."""
 
@@ -64,6 +67,7 @@ FOLD_OUTCOME = "chatkeep.fold.outcome"
 FOLD_CALLS = "chatkeep.fold.calls"
 MEMORIES_ADDED = "chatkeep.memory.added"
 MEMORY_IDS = "chatkeep.memory.ids"
+MEMORIES_FOUND = "chatkeep.memory.found"
 STORE_OPERATION = "chatkeep.store.operation"
 FRAMEWORK = "chatkeep.framework"
 """Which framework made a model call chatkeep was in the path of (``openai_agents``,

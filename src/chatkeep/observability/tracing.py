@@ -27,9 +27,11 @@ if TYPE_CHECKING:
     from chatkeep.history.round import HistoryRound
     from chatkeep.llm.base import ChatModel, Completion
     from chatkeep.memory.embedders.base import Embedder
+    from chatkeep.refs import Ref
     from chatkeep.sessions import ChatSession
 
 T = TypeVar("T")
+R = TypeVar("R", bound=Sequence[Any])
 
 ON = metrics.ON
 """Whether the hooks run: ``opentelemetry`` is importable (checked without importing it)."""
@@ -233,4 +235,21 @@ def distil(session: ChatSession, run: Callable[[], T]) -> T:
         if span.is_recording():
             ids = [str(i) for i in getattr(result, "memory_ids", ())]
             span.set_attributes({a.MEMORIES_ADDED: len(ids), a.MEMORY_IDS: ids})
+    return result
+
+
+def search_memory(tenant: Ref, session_id: str | None, run: Callable[[], R]) -> R:
+    """One recall in a ``search_memory chatkeep.memories`` span: how many memories it
+    found and their ids (never their text, never the query)."""
+    with a.scoped(tenant, session_id or "", "chat") as scope, \
+            tracer().start_as_current_span(
+                f"{a.SEARCH_MEMORY} {a.STORE_MEMORIES}",
+                attributes={a.OPERATION: a.SEARCH_MEMORY, a.MEMORY_STORE_ID: a.STORE_MEMORIES,
+                            **scope.attributes()}) as span:
+        result = run()
+        if span.is_recording():
+            ids = [str(getattr(m, "id", "")) for m in result]
+            if session_id:
+                span.set_attribute(a.CONVERSATION_ID, session_id)
+            span.set_attributes({a.MEMORIES_FOUND: len(ids), a.MEMORY_IDS: ids})
     return result
