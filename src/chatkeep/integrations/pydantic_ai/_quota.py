@@ -67,9 +67,15 @@ def reserve(core: Chatkeep, place: Place, key: str, request_tokens: int, tools: 
     actor's): ``QuotaExceeded`` when it does not fit, with nothing written."""
     session = _storage.open_session(core, place, key)
     tokens = request_tokens + (core.counter.count(tools) if tools else 0)
-    return core.quotas.reserve(session.tenant,
-                               tokens + (ceiling or core.config.quotas.output_ceiling),
-                               actor=session.actor, session_id=session.id, purpose="chat")
+    tokens += ceiling or core.config.quotas.output_ceiling
+    quotas = core.quotas
+    if quotas.remaining(session.tenant, actor=session.actor) is None:
+        # No quota applies (a read, where a reservation is a write transaction): a
+        # reservation holding nothing, as reserve() returns then.
+        return Reservation(None, tokens, session.tenant, session.actor, purpose="chat",
+                           session_id=session.id, settler=None)
+    return quotas.reserve(session.tenant, tokens, actor=session.actor,
+                          session_id=session.id, purpose="chat")
 
 
 def settle(core: Chatkeep, held: Reservation, used: int | None) -> None:
