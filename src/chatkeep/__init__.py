@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from chatkeep.errors import SessionNotFound as SessionNotFound
     from chatkeep.errors import StoreError as StoreError
     from chatkeep.errors import SummaryReplyError as SummaryReplyError
+    from chatkeep.errors import TurnNotFound as TurnNotFound
+    from chatkeep.errors import TurnNotRecorded as TurnNotRecorded
     from chatkeep.errors import UnknownJob as UnknownJob
     from chatkeep.formats import AnthropicHistory as AnthropicHistory
     from chatkeep.formats import History as History
@@ -71,7 +73,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "InvalidDump", "InvalidMessage", "InvalidReference", "InvalidTokens", "KeepClosed",
         "MemoryNotFound", "ModelError", "PrivacyError", "QuotaExceeded", "ScopeOnHold",
         "SessionClosed", "SessionKeyConflict", "SessionNotFound", "StoreError",
-        "SummaryReplyError", "UnknownJob",
+        "SummaryReplyError", "TurnNotFound", "TurnNotRecorded", "UnknownJob",
     ),
     "chatkeep.formats": ("AnthropicHistory", "History", "HistoryInfo"),
     "chatkeep.history": ("HistoryCompressor",),

@@ -55,10 +55,12 @@ if TYPE_CHECKING:
     # The model-facing layers load when first used (``Chatkeep._build``): a program
     # that only reads the store (the CLI's read commands) never imports them.
     from chatkeep.history.compressor import HistoryCompressor
+    from chatkeep.history.replay import Replay
     from chatkeep.memory import MemoryService
     from chatkeep.memory.embedders import Embedder
     from chatkeep.privacy.detector import Recognizer
     from chatkeep.privacy.guard import PrivacyGuard
+    from chatkeep.sessions import ChatSession
 
 #: The jobs' names, ``chatkeep.memory.DISTIL_JOB`` and ``chatkeep.history.compressor.FOLD_JOB``,
 #: known without importing those layers (tests/test_lazy_facade.py checks they agree).
@@ -295,6 +297,17 @@ class Chatkeep:
         elif not isinstance(receipt, ErasureReceipt):
             receipt = ErasureReceipt.from_dict(dict(receipt))
         return self.eraser.verify(receipt)
+
+    def replay(self, session: ChatSession, *, turn: int) -> Replay:
+        """Rebuild request ``turn`` of ``session`` (1 is the first chatkeep built for it,
+        -1 the newest) from the store alone, and check it against the SHA-256 recorded when
+        it was built: ``result.match``, the rebuilt ``result.request``, and what an erasure
+        removed since (``result.erased``; the hashes then differ). Reads only: no model
+        call, nothing written. ``TurnNotFound`` when there is no such turn,
+        ``TurnNotRecorded`` for the requests built before the database had replay."""
+        from chatkeep.history.replay import replay
+
+        return replay(self.compressor, session, turn)
 
     def close(self) -> None:
         """Release database connections and background threads."""

@@ -21,6 +21,8 @@ working::
     ├── HoldNotFound (LookupError)        no such legal hold for that tenant
     ├── UnknownJob (LookupError)          a job name no handler takes
     ├── KeepClosed                        an AsyncChatkeep used after close()
+    ├── TurnNotFound (LookupError)        keep.replay: the session has no such turn
+    ├── TurnNotRecorded (LookupError)     keep.replay: a turn from before replay existed
     ├── ModelError                        a model or embedding call failed
     │   └── SummaryReplyError             the summarizer's JSON reply is off-shape
     ├── DistillationError                 a range could not become memories
@@ -163,6 +165,16 @@ class UnknownJob(ChatkeepError, LookupError):
 
 class KeepClosed(ChatkeepError):
     """A method was awaited on an ``AsyncChatkeep`` after ``close()``."""
+
+
+class TurnNotFound(ChatkeepError, LookupError):
+    """``keep.replay``: the session has no such turn (each request chatkeep built for it
+    is one, numbered from 1)."""
+
+
+class TurnNotRecorded(ChatkeepError, LookupError):
+    """``keep.replay``: the turn stands for the requests built before the database had
+    replay (migration ``0015``): they were recorded without a manifest."""
 
 
 class SummaryReplyError(ModelError):

@@ -23,10 +23,12 @@ from chatkeep.aio.lifecycle import AsyncHoldService, AsyncRetentionService
 from chatkeep.aio.pools import dispose_all, dispose_loop
 from chatkeep.aio.quotas import AsyncQuotaService
 from chatkeep.aio.services import AsyncHistoryCompressor, AsyncMemoryService, AsyncPrivacyGuard
-from chatkeep.aio.sessions import AsyncSessionService
+from chatkeep.aio.sessions import AsyncChatSession, AsyncSessionService
+from chatkeep.aio.twins import core_of
 from chatkeep.app import Chatkeep
 from chatkeep.config import Config
 from chatkeep.errors import ConfigError
+from chatkeep.history.replay import Replay
 from chatkeep.jobs import Dispatcher, InlineDispatcher, ThreadPoolDispatcher
 from chatkeep.lifecycle import ErasureCheck, ErasurePlan, ErasureReceipt
 from chatkeep.lifecycle.erase import Progress
@@ -144,6 +146,11 @@ class AsyncChatkeep:
                              ) -> ErasureCheck:
         """Async twin of ``Chatkeep.verify_erasure``."""
         return await self._bridge(self._core.verify_erasure, receipt)
+
+    async def replay(self, session: AsyncChatSession, *, turn: int) -> Replay:
+        """Async twin of ``Chatkeep.replay``: request ``turn`` of ``session`` rebuilt from
+        the store and checked against its recorded hash."""
+        return await self._bridge(self._core.replay, core_of(session), turn=turn)
 
     async def close(self) -> None:
         """Wait for background jobs, then close the connections of every loop the keep

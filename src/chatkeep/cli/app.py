@@ -15,6 +15,7 @@ from chatkeep.cli.lifecycle import delete_session, erase, holds_app, retention_a
 from chatkeep.cli.memories import memories_app, sweep
 from chatkeep.cli.privacy import privacy_app
 from chatkeep.cli.quotas import quotas_app
+from chatkeep.cli.replay import replay
 from chatkeep.cli.sessions import history, sessions_app, usage
 from chatkeep.cli.tenants import tenants
 from chatkeep.cli.transfer import export, import_file
@@ -39,6 +40,7 @@ app.command()(erase)
 app.add_typer(holds_app, name="holds")
 app.add_typer(retention_app, name="retention")
 app.add_typer(quotas_app, name="quotas")
+app.command()(replay)
 db_app.command("vacuum")(vacuum_db)
 
 

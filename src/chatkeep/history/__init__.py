@@ -12,6 +12,8 @@ from chatkeep._exports import lazy_exports
 
 if TYPE_CHECKING:
     from chatkeep.history.compressor import HistoryCompressor as HistoryCompressor
+    from chatkeep.history.manifest import Manifest as Manifest
+    from chatkeep.history.replay import Replay as Replay
     from chatkeep.history.summarizers import ExtractiveSummarizer as ExtractiveSummarizer
     from chatkeep.history.summarizers import LLMSummarizer as LLMSummarizer
     from chatkeep.history.summarizers import Summarizer as Summarizer
@@ -23,6 +25,8 @@ if TYPE_CHECKING:
 #: Each public name, under the module that defines it.
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "chatkeep.history.compressor": ("HistoryCompressor",),
+    "chatkeep.history.manifest": ("Manifest",),
+    "chatkeep.history.replay": ("Replay",),
     "chatkeep.history.summarizers": (
         "ExtractiveSummarizer", "LLMSummarizer", "Summarizer", "SummaryResult",
     ),

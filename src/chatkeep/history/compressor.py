@@ -220,6 +220,7 @@ class HistoryCompressor:
             recalled = self._recall(session)
         texts = [m if isinstance(m, str) else m.content for m in recalled or ()]
         return HistoryRound(self, session, _with_memories(system_prompt, texts),
+                            prompt=system_prompt,
                             format=format, recalled=() if recalled is None else recalled,
                             keep_closed_tool_turns=keep_closed_tool_turns,
                             allow_fold=allow_fold, policy=policy,
@@ -411,6 +412,7 @@ class HistoryCompressor:
         folds = 0
         while True:
             history_round = self.round(session, "", memories=[], max_fold_calls=None)
+            history_round.records = False  # nothing of it is sent
             try:
                 history_round.build()
             except IncompleteToolTurn:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from chatkeep.errors import ChatkeepError, PrivacyError
 from chatkeep.formats import History, HistoryInfo, get_format
 from chatkeep.history.plan import HistoryPlan, plan_history
+from chatkeep.history.recording import body_digest, record
 from chatkeep.history.summary import StructuredSummary
 from chatkeep.observability import tracing as telemetry
 from chatkeep.privacy.egress import WITHHELD_NOTE, Egress
@@ -198,6 +199,10 @@ class PreparedRound:
     """The session's egress for this plan: render the body through it."""
     summary: StructuredSummary | None
     """The stored summary in its outgoing form (what the plan replays and a fold extends)."""
+    last_seq: int = 0
+    """The newest message the plan read (its replay manifest records it)."""
+    read: int = 0
+    """How many messages the plan read, pinned instructions included."""
 
 
 class HistoryRound:
@@ -214,9 +219,19 @@ class HistoryRound:
                  recalled: Sequence[str | RecalledMemory] = (),
                  keep_closed_tool_turns: bool = False, allow_fold: bool = True,
                  policy: RetryPolicy | None = None, max_fold_calls: int | None = None,
-                 on_backlog: Sequence[Callable[[ChatSession], None]] = ()) -> None:
+                 on_backlog: Sequence[Callable[[ChatSession], None]] = (),
+                 prompt: str | None = None) -> None:
         self.compressor, self.session, self.format = compressor, session, format
         self.system_text = system_text
+        self.prompt = system_text if prompt is None else prompt
+        """The system prompt before the recalled memories joined it (``system_text``)."""
+        self.recalled = tuple(recalled)
+        self.records = True
+        """Whether the request this round lets leave records its manifest (the background
+        fold job's rounds send nothing, so they record none)."""
+        self.turn: int | None = None
+        """The turn the request this round let leave was recorded as (its replay
+        manifest, :mod:`chatkeep.history.manifest`), once it did."""
         self.keep_closed_tool_turns, self.allow_fold = keep_closed_tool_turns, allow_fold
         self.policy = policy or RetryPolicy()
         self.max_fold_calls, self._on_backlog = max_fold_calls, list(on_backlog)
@@ -246,7 +261,9 @@ class HistoryRound:
             format=self.format,
             allow_fold=self.allow_fold and self.state.may_fold(self.policy),
             keep_closed_tool_turns=self.keep_closed_tool_turns)
-        return PreparedRound(row, plan, egress, summary)
+        last_seq = messages[-1].seq if messages else row.summary_watermark
+        return PreparedRound(row, plan, egress, summary, last_seq,
+                             len(pinned_before) + len(messages))
 
     def commit(self, prepared: PreparedRound) -> Outcome:
         """The write ``prepared`` needs: its fold, or the placeholders its rendered body
@@ -268,12 +285,19 @@ class HistoryRound:
 
     def run(self, render: Callable[[PreparedRound], T]) -> T:
         """Drive the round to :class:`Ready`: prepare, ``render`` the body from a plan that
-        folds nothing, commit; returns the body that may leave."""
+        folds nothing, commit; returns the body that may leave, once its manifest is
+        recorded (:attr:`turn`). A body that is not a built history (a framework's own
+        messages) is recorded as the plan's history in the round's format, which
+        ``keep.replay`` rebuilds."""
         while True:
             prepared = self.prepare()
             body = None if prepared.plan.fold else render(prepared)
+            digest = None if body is None else body_digest(
+                body if isinstance(body, History) else self._render(prepared))
             if isinstance(self.commit(prepared), Ready):
-                assert body is not None
+                assert body is not None and digest is not None
+                if self.records:
+                    self.turn = record(self, prepared, digest)
                 return body
 
     def build(self) -> History[Any]:
@@ -285,15 +309,14 @@ class HistoryRound:
         return self._build()
 
     def _build(self) -> History[Any]:
-        wire = get_format(self.format)
+        return self.run(self._render)
 
-        def render(prepared: PreparedRound) -> History[Any]:
-            outgoing = dataclasses.replace(prepared.plan.outgoing,
-                                           summary_role=self.compressor.config.summary_role)
-            history = wire.to_wire(outgoing, self.info(prepared))
-            return scrubbed(history, prepared.egress, self.session)
-
-        return self.run(render)
+    def _render(self, prepared: PreparedRound) -> History[Any]:
+        """The plan in the round's wire format, scrubbed as one body."""
+        outgoing = dataclasses.replace(prepared.plan.outgoing,
+                                       summary_role=self.compressor.config.summary_role)
+        history = get_format(self.format).to_wire(outgoing, self.info(prepared))
+        return scrubbed(history, prepared.egress, self.session)
 
     def info(self, prepared: PreparedRound) -> HistoryInfo:
         """What the caller learns of a plan: the estimate, the budget, whether this round

@@ -91,7 +91,8 @@ def record_manifest(engine: Engine, session_id: str, tenant: Ref, last_seq: int,
                _NEXT_TURN, literal(last_seq, Integer()),
                literal(now, chat_replay_manifests.c.created_at.type), literal(manifest))
     ).returning(_M.turn)
-    for attempt in range(_ATTEMPTS):
+    attempt = 0
+    while True:
         try:
             with transaction(engine) as conn:
                 if texts:
@@ -100,10 +101,10 @@ def record_manifest(engine: Engine, session_id: str, tenant: Ref, last_seq: int,
                 return int(conn.execute(put_manifest, {"b_session_id": session_id})
                            .scalar_one())
         except IntegrityError as exc:  # two writers of one session took the same turn
-            if attempt == _ATTEMPTS - 1:
+            attempt += 1
+            if attempt == _ATTEMPTS:
                 raise StoreError(f"session {session_id}: the request's manifest could not "
                                  f"take a turn number in {_ATTEMPTS} attempts") from exc
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def read_manifest(engine: Engine, session_id: str, turn: int) -> ManifestRow | None:
@@ -122,15 +123,17 @@ def read_manifest(engine: Engine, session_id: str, turn: int) -> ManifestRow | N
     return ManifestRow(int(row[0]), int(row[1]), as_utc(row[2]) or row[2], row[3])
 
 
-def turns(engine: Engine, session_id: str, *, after: int = 0,
-          limit: int = 100) -> list[ManifestRow]:
-    """The session's turns after turn ``after``, oldest first, at most ``limit``."""
+def turns(engine: Engine, session_id: str, *, after: int = 0, limit: int = 100,
+          newest: bool = False) -> list[ManifestRow]:
+    """The session's turns after turn ``after``, oldest first, at most ``limit`` (the
+    newest ``limit`` with ``newest``)."""
     query = (select(_M.turn, _M.last_seq, _M.created_at, _M.manifest)
              .where(_M.session_id == session_id, _M.turn > after)
-             .order_by(_M.turn).limit(limit))
+             .order_by(_M.turn.desc() if newest else _M.turn).limit(limit))
     with reading(engine) as conn:
-        return [ManifestRow(int(r[0]), int(r[1]), as_utc(r[2]) or r[2], r[3])
+        rows = [ManifestRow(int(r[0]), int(r[1]), as_utc(r[2]) or r[2], r[3])
                 for r in conn.execute(query)]
+    return rows[::-1] if newest else rows
 
 
 def read_past(engine: Engine, session_id: str, tenant: Ref, *, summary_version: int, watermark: int,

@@ -13,7 +13,7 @@ transport picked for the engine: its driver itself where that serves
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,7 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from chatkeep.errors import InvalidArgument, InvalidMessage, SessionNotFound
 from chatkeep.messages import Message, Role
 from chatkeep.refs import Ref
-from chatkeep.store import procedures
+from chatkeep.store import procedures, replay
 from chatkeep.store.connections import reading, retrying_reads, transaction
 from chatkeep.store.direct import driver_transport
 from chatkeep.store.executor import CoreExecutor, CoreTransport, Transport
@@ -263,8 +263,7 @@ class Repository:
         ``settle``: the quota reservation the batch answers, settled in its transaction."""
         if not batch:
             raise InvalidMessage("nothing to append: the batch is empty")
-        # Whole: on aiosqlite, one trip to the driver's thread for the transaction.
-        return self._transport.run(procedures.append, session_id, batch, self.clock, settle)
+        return procedures.append(self._transport, session_id, batch, self.clock, settle)
 
     @retrying_reads
     def read_messages(self, session_id: str, *, after_seq: int = 0,
@@ -470,6 +469,15 @@ class Repository:
             u.session_id == session_id)
         with self.reading() as conn:
             return int(conn.execute(query).scalar_one())
+
+    # -- replay (issue 34 part 2) ---------------------------------------------------------
+
+    def record_manifest(self, session_id: str, tenant: Ref, last_seq: int, manifest: str,
+                        texts: Mapping[str, str]) -> int:
+        """Store a built request's manifest as the session's next turn, with the texts it
+        names (:func:`chatkeep.store.replay.record_manifest`); returns the turn."""
+        return replay.record_manifest(self.engine, session_id, tenant, last_seq, manifest,
+                                      texts, self.clock())
 
     # -- summary -------------------------------------------------------------------------
 
