@@ -519,6 +519,9 @@ def test_stamps_come_with_migration_0007_and_without_them_search_is_not_cached(
         conn.exec_driver_sql("ALTER TABLE chat_sessions ADD COLUMN key VARCHAR(255)")
         for column in FOLD_COLUMNS:  # 0010's
             conn.exec_driver_sql(f"ALTER TABLE chat_sessions ADD COLUMN {column}")
+        for column in ("expires_at DATETIME", "ttl_seconds INTEGER",  # 0014's
+                       "last_recalled_at DATETIME"):
+            conn.exec_driver_sql(f"ALTER TABLE memories ADD COLUMN {column}")
     assert GENERATION_TABLE not in inspect(engine).get_table_names()
     keep = Chatkeep(url, embedder=embedder, create_schema=False)
     store = keep.memory.store
@@ -545,6 +548,8 @@ def test_stamps_come_with_migration_0007_and_without_them_search_is_not_cached(
         conn.exec_driver_sql("ALTER TABLE chat_sessions DROP COLUMN key")
         for column in FOLD_COLUMNS:
             conn.exec_driver_sql(f"ALTER TABLE chat_sessions DROP COLUMN {column.split()[0]}")
+        for name in ("expires_at", "ttl_seconds", "last_recalled_at"):
+            conn.exec_driver_sql(f"ALTER TABLE memories DROP COLUMN {name}")
     migrate.upgrade(engine)
     with sqlite3.connect(tmp_path / "m.db") as conn:
         assert _stamp(conn) is not None and _stamp(conn, OTHER_ORG) is None
