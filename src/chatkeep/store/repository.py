@@ -18,7 +18,16 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, func, select, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    String,
+    delete,
+    func,
+    literal_column,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
 from chatkeep.errors import InvalidArgument, InvalidMessage, SessionNotFound
@@ -41,6 +50,8 @@ from chatkeep.store.rows import (
     utcnow,
 )
 from chatkeep.store.schema import (
+    INDEXED_MARK,
+    MARK_EXPRESSIONS,
     chat_folds,
     chat_messages,
     chat_sessions,
@@ -68,6 +79,16 @@ __all__ = ["BilledUsage", "Repository", "SessionRow", "UsageLine", "as_utc", "ut
 
 #: Values one ``stored_marks`` query asks about (well under every backend's parameter cap).
 MARKS_PER_QUERY = 500
+
+
+def _mark(dialect: str, key: str) -> Any:
+    """A message's metadata value under ``key`` as text: for the indexed key, the
+    index's own expression (``MARK_EXPRESSIONS``: a lookup by id probes the index), else
+    SQLAlchemy's JSON path."""
+    expression = MARK_EXPRESSIONS.get(dialect)
+    if key == INDEXED_MARK and expression is not None:
+        return literal_column(expression, String)
+    return chat_messages.c.metadata[key].as_string()
 
 
 class Repository:
@@ -318,7 +339,7 @@ class Repository:
         back, so the cost follows the session's rows in the database, not in Python."""
         wanted = list(dict.fromkeys(values))
         found: set[str] = set()
-        mark = chat_messages.c.metadata[key].as_string()
+        mark = _mark(self.engine.dialect.name, key)
         with self.reading() as conn:
             for start in range(0, len(wanted), MARKS_PER_QUERY):
                 chunk = wanted[start:start + MARKS_PER_QUERY]

@@ -64,6 +64,14 @@ def _ref_columns(prefix: str, nullable: bool) -> list[Column[object]]:
 
 
 UNDISTILLED = "last_seq > distilled_through"
+INDEXED_MARK = "langchain_id"
+"""The message metadata key with an index of its own (the LangGraph middleware's ids)."""
+MARK_EXPRESSIONS = {"sqlite": f"json_extract(metadata, '$.{INDEXED_MARK}')",
+                    "postgresql": f"(metadata ->> '{INDEXED_MARK}')"}
+"""``chat_messages.metadata[INDEXED_MARK]`` as text, per dialect, as the index holds it."""
+MARK_INDEX = "ix_chat_messages_langchain_id"
+"""Its index (one name, an expression per dialect; the PostgreSQL one declared
+first: autogenerate compares it there, and skips expression indexes on SQLite)."""
 SYSTEM_ROLE = "role = 'system'"
 
 def ref_values(prefix: str, ref: Ref | None) -> dict[str, Any]:
@@ -163,6 +171,14 @@ chat_messages = Table(
     # summary watermark without walking its whole history.
     Index("ix_chat_messages_system", "session_id", "seq",
           sqlite_where=text(SYSTEM_ROLE), postgresql_where=text(SYSTEM_ROLE)),
+    # The LangChain id a message was recorded under (migration 0016): the LangGraph
+    # middleware asks which of a state's ids a session holds; the repository reads it with
+    # this very expression (MARK_EXPRESSIONS), so the lookup is an index probe, not a scan
+    # of the session's messages.
+    Index(MARK_INDEX, "session_id",
+          text(MARK_EXPRESSIONS["postgresql"])).ddl_if(dialect="postgresql"),
+    Index(MARK_INDEX, "session_id",
+          text(MARK_EXPRESSIONS["sqlite"])).ddl_if(dialect="sqlite"),
 )
 
 # One row per assistant tool call: lets a tool result be checked against its call

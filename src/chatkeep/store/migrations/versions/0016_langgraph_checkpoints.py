@@ -1,4 +1,6 @@
-"""LangGraph checkpoints, one row each (issue 37 item 3): ``chat_checkpoints``.
+"""LangGraph checkpoints, one row each (issue 37 item 3): ``chat_checkpoints``; and an
+index of the LangChain id a message was recorded under (``chat_messages.metadata``'s
+``langchain_id``), which the LangGraph middleware looks messages up by.
 
 ``ChatkeepSaver`` kept a thread's checkpoints in its session's metadata (under
 ``langgraph``), one value every step rewrote; each checkpoint is now a row, written once.
@@ -27,6 +29,12 @@ depends_on = None
 
 TS = sa.DateTime(timezone=True)
 STATE_KEY = "langgraph"
+#: The id index per dialect (as store/schema.py's MARK_INDEX and MARK_EXPRESSIONS).
+MARK_INDEX = {
+    "sqlite": ("ix_chat_messages_langchain_id",
+               "json_extract(metadata, '$.langchain_id')"),
+    "postgresql": ("ix_chat_messages_langchain_id", "(metadata ->> 'langchain_id')"),
+}
 
 _sessions = sa.table("chat_sessions", sa.column("id", sa.String()),
                      sa.column("tenant_type", sa.String()), sa.column("tenant_id", sa.String()),
@@ -62,10 +70,17 @@ def upgrade() -> None:
                     ["tenant_type", "tenant_id", "session_id"])
     assert checkpoints is not None
     _move_in(op.get_bind(), checkpoints)
+    index = MARK_INDEX.get(op.get_bind().dialect.name)
+    if index is not None:
+        op.execute(f"CREATE INDEX IF NOT EXISTS {index[0]} ON chat_messages "
+                   f"(session_id, {index[1]})")
 
 
 def downgrade() -> None:
     bind = op.get_bind()
+    index = MARK_INDEX.get(bind.dialect.name)
+    if index is not None:
+        op.execute(f"DROP INDEX IF EXISTS {index[0]}")
     _move_out(bind)
     op.drop_index("ix_chat_checkpoints_tenant", table_name="chat_checkpoints")
     op.drop_table("chat_checkpoints")
