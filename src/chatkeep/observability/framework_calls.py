@@ -48,15 +48,24 @@ class CallRecord:
 
 
 @contextlib.contextmanager
+def untraced() -> Iterator[CallRecord]:
+    """A block that records nothing (OpenTelemetry off, or no owner to name)."""
+    yield CallRecord()
+
+
+@contextlib.contextmanager
 def model_call(tenant: Ref, session_id: str, *, model: str, provider: str,
                framework: str, max_tokens: int | None = None,
-               body: Sequence[dict[str, Any]] | None = None) -> Iterator[CallRecord]:
+               body: Sequence[dict[str, Any]] | None = None,
+               current: bool = True) -> Iterator[CallRecord]:
     """The block in which a framework's model call runs, as a ``chat {model}`` span.
 
     ``framework`` goes on ``chatkeep.framework`` (``openai_agents``, ``pydantic_ai``,
     ``langchain``); ``body`` is the request as the egress returned it (captured only when
-    capture is on). Set the response's usage on the yielded record; an exception leaving
-    the block marks the span with ``error.type`` and is raised on."""
+    capture is on); ``current=False`` for a block that yields to its caller while open (a
+    stream): the span is then not made the context's current one. Set the response's
+    usage on the yielded record; an exception leaving the block marks the span with
+    ``error.type`` and is raised on."""
     record = CallRecord()
     if not metrics.ON:
         yield record
@@ -70,8 +79,11 @@ def model_call(tenant: Ref, session_id: str, *, model: str, provider: str,
         if max_tokens is not None:
             attrs[a.REQUEST_MAX_TOKENS] = max_tokens
         started = time.perf_counter()
-        with tracer().start_as_current_span(f"chat {model}", kind=_client_kind(),
-                                            attributes=attrs) as span:
+        opened = (tracer().start_as_current_span(f"chat {model}", kind=_client_kind(),
+                                                 attributes=attrs) if current else
+                  _ended(tracer().start_span(f"chat {model}", kind=_client_kind(),
+                                             attributes=attrs)))
+        with opened as span:
             if body is not None and capture.capture_enabled() and span.is_recording():
                 span.set_attribute(a.INPUT_MESSAGES, capture.input_messages(body))
             try:
@@ -94,3 +106,19 @@ def _finish(span: Any, base: dict[str, Any], record: CallRecord) -> None:
         span.set_attribute(a.OUTPUT_TOKENS, record.output_tokens)
     if record.input_tokens is not None or record.output_tokens is not None:
         metrics.record_tokens(base, record.input_tokens, record.output_tokens)
+
+
+@contextlib.contextmanager
+def _ended(span: Any) -> Iterator[Any]:
+    """``span`` (started, not current) ended when the block leaves, as
+    ``start_as_current_span`` would; an exception is recorded on it first."""
+    try:
+        yield span
+    except BaseException as exc:
+        span.record_exception(exc)
+        from opentelemetry.trace import Status, StatusCode
+
+        span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+        raise
+    finally:
+        span.end()

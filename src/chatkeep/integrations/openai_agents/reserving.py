@@ -13,6 +13,10 @@ arrived counts at the reserved amount (the provider may have billed it).
 :class:`QuotaProvider` wraps a ``ModelProvider`` the same way, for agents that name
 their model by name.
 
+Each request also runs in a ``chat {model}`` OpenTelemetry span
+(:func:`chatkeep.observability.framework_calls.model_call`: the GenAI attributes, the
+usage the response reported, the tenant and session; nothing without the ``otel`` extra).
+
 Imports the SDK: :class:`ChatkeepSession` imports this module when a run needs it.
 """
 
@@ -25,8 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 from agents.models.interface import Model, ModelProvider
 
+from chatkeep.observability import framework_calls, tracing
+
 if TYPE_CHECKING:
     from chatkeep.aio import AsyncReservation
+    from chatkeep.refs import Ref
     from chatkeep.tokens import TokenCounter
 
 log = logging.getLogger("chatkeep.integrations.openai_agents")
@@ -75,11 +82,26 @@ class RequestQuota:
 
     def __init__(self, reserve: Callable[[int], Awaitable[AsyncReservation]],
                  counter: Callable[[], Awaitable[TokenCounter]], ceiling: int,
-                 applies: Callable[[], Awaitable[bool]]) -> None:
+                 applies: Callable[[], Awaitable[bool]],
+                 owner: Callable[[], Awaitable[tuple[Ref, str]]] | None = None) -> None:
         self._reserve = reserve
         self._counter = counter
         self._applies = applies
+        self._owner = owner
         self.ceiling = ceiling
+
+    async def traced(self, model: Any, settings: Any, *, current: bool = True,
+                     ) -> Any:
+        """The ``chat {model}`` span one request of ``model`` runs in (a no-op context
+        without OpenTelemetry or an owner: the session's tenant and id)."""
+        if self._owner is None or not tracing.ON:
+            return framework_calls.untraced()
+        tenant, session_id = await self._owner()
+        limit = getattr(settings, "max_tokens", None)
+        return framework_calls.model_call(
+            tenant, session_id, model=str(getattr(model, "model", None) or type(model).__name__),
+            provider=tracing.provider_of(model), framework="openai_agents",
+            max_tokens=limit if isinstance(limit, int) else None, current=current)
 
     def output_ceiling(self, settings: Any) -> int:
         """The output tokens a request with ``settings`` may write."""
@@ -109,6 +131,11 @@ class RequestQuota:
         await held.settle(used if used > 0 else None)
 
 
+def _tokens(usage: Any, name: str) -> int | None:
+    value = getattr(usage, name, None)
+    return value if isinstance(value, int) else None
+
+
 class QuotaModel(Model):
     """An SDK ``Model`` whose every request is reserved on the session's quota first (see
     the module); everything else is the wrapped model's (``model``, its name, included)."""
@@ -131,15 +158,18 @@ class QuotaModel(Model):
         """The wrapped model's response, reserved before and settled after."""
         held = await self.quota.hold(system_instructions, input, model_settings, tools,
                                      handoffs)
-        try:
-            response = await self.inner.get_response(
-                system_instructions, input, model_settings, tools, output_schema, handoffs,
-                tracing, **kwargs)
-        except BaseException:
-            if held is not None:
-                await held.release()  # failed before its response: nothing counted
-            raise
-        await self.quota.settle(held, getattr(response, "usage", None))
+        with await self.quota.traced(self.inner, model_settings) as record:
+            try:
+                response = await self.inner.get_response(
+                    system_instructions, input, model_settings, tools, output_schema,
+                    handoffs, tracing, **kwargs)
+            except BaseException:
+                if held is not None:
+                    await held.release()  # failed before its response: nothing counted
+                raise
+            usage = getattr(response, "usage", None)
+            record.usage(_tokens(usage, "input_tokens"), _tokens(usage, "output_tokens"))
+        await self.quota.settle(held, usage)
         return response
 
     async def stream_response(self, system_instructions: str | None, input: Any,
@@ -151,15 +181,22 @@ class QuotaModel(Model):
         held = await self.quota.hold(system_instructions, input, model_settings, tools,
                                      handoffs)
         received = False
+        # Not the current span: the stream yields to the caller with the span open.
+        span = await self.quota.traced(self.inner, model_settings, current=False)
         try:
-            async for event in self.inner.stream_response(
-                    system_instructions, input, model_settings, tools, output_schema,
-                    handoffs, tracing, **kwargs):
-                received = True
-                response = getattr(event, "response", None)
-                if getattr(event, "type", None) in _TERMINAL and response is not None:
-                    await self.quota.settle(held, getattr(response, "usage", None))
-                yield event
+            with span as record:
+                async for event in self.inner.stream_response(
+                        system_instructions, input, model_settings, tools, output_schema,
+                        handoffs, tracing, **kwargs):
+                    received = True
+                    response = getattr(event, "response", None)
+                    if getattr(event, "type", None) in _TERMINAL and response is not None:
+                        usage = getattr(response, "usage", None)
+                        record.usage(_tokens(usage, "input_tokens"),
+                                     _tokens(usage, "output_tokens"),
+                                     getattr(response, "model", None))
+                        await self.quota.settle(held, usage)
+                    yield event
         finally:
             if held is not None and not held.done:
                 # No final event: nothing arrived (released) or the stream broke off

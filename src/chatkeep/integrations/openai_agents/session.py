@@ -372,7 +372,13 @@ class ChatkeepSession:
         from chatkeep.integrations.openai_agents.reserving import RequestQuota
 
         return RequestQuota(self._reserve, self._counter,
-                            self.keep.config.quotas.output_ceiling, self._quota_applies)
+                            self.keep.config.quotas.output_ceiling, self._quota_applies,
+                            self._owner)
+
+    async def _owner(self) -> tuple[Ref, str]:
+        """This session's tenant and id (what its model calls' spans name)."""
+        session = await self.conversation()
+        return session.tenant, session.id
 
     async def _quota_applies(self) -> bool:
         """Whether a quota applies to this session's tenant or actor now (a read)."""
