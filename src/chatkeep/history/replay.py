@@ -86,13 +86,13 @@ def replay(compressor: HistoryCompressor, session: ChatSession, turn: int) -> Re
                               f"built before replay existed (through seq {row.last_seq}); "
                               "they have no manifest")
     manifest = Manifest.decode(row.manifest)
-    session.adopt_row(repository.get_session(session.id))
     past = read_past(
         repository.engine, session.id, session.tenant, summary_version=manifest.summary_version,
         watermark=manifest.watermark, last_seq=manifest.last_seq, at=row.created_at,
         digests=[manifest.system, manifest.config,
                  *(m for m in manifest.memories if isinstance(m, str))],
         memory_ids=[m for m in manifest.memories if isinstance(m, int)])
+    session.adopt_row(past.row)
     return _rebuild(compressor, session, row, manifest, past)
 
 

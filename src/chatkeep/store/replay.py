@@ -14,16 +14,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Engine, Integer, bindparam, func, insert, literal, or_, select
+from sqlalchemy import Engine, Integer, bindparam, func, insert, literal, or_, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
-from chatkeep.errors import StoreError
+from chatkeep.errors import SessionNotFound, StoreError
 from chatkeep.messages import Message
 from chatkeep.refs import Ref
 from chatkeep.store.connections import reading, transaction
-from chatkeep.store.rows import as_utc, message_from_row, split_at
+from chatkeep.store.rows import (
+    SessionRow,
+    as_utc,
+    message_from_row,
+    session_from_row,
+    split_at,
+)
 from chatkeep.store.schema import (
+    SYSTEM_ROLE,
     chat_messages,
     chat_replay_manifests,
     chat_replay_texts,
@@ -32,7 +39,7 @@ from chatkeep.store.schema import (
     ref_filter,
     ref_values,
 )
-from chatkeep.store.statements import MESSAGE_COLUMNS
+from chatkeep.store.statements import MESSAGE_COLUMNS, SESSION_BY_ID
 
 __all__ = ["ManifestRow", "PastMemory", "PastState", "read_manifest", "read_past",
            "record_manifest", "turns"]
@@ -40,7 +47,9 @@ __all__ = ["ManifestRow", "PastMemory", "PastState", "read_manifest", "read_past
 _M = chat_replay_manifests.c
 _NEXT_TURN = select(func.coalesce(func.max(_M.turn), 0) + 1).where(
     _M.session_id == bindparam("b_session_id")).scalar_subquery()
-_ATTEMPTS = 5
+_ATTEMPTS = 64
+"""Turns a manifest may lose to other writers of its session (each loss is another
+writer's turn taken, so this bounds how many write one session at once)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +76,8 @@ class PastMemory:
 class PastState:
     """What the store still holds of one past request's inputs."""
 
+    row: SessionRow
+    """The session's row now (its vault: the replay takes its first entries)."""
     summary: str | None
     """The summary at the request's version (``None``: none, or erased)."""
     summary_found: bool
@@ -139,17 +150,26 @@ def turns(engine: Engine, session_id: str, *, after: int = 0, limit: int = 100,
 def read_past(engine: Engine, session_id: str, tenant: Ref, *, summary_version: int, watermark: int,
               last_seq: int, at: datetime, digests: Sequence[str],
               memory_ids: Sequence[int]) -> PastState:
-    """What rebuilds one past request, on one connection: the summary of version
+    """What rebuilds one past request, on one connection: the session's row, the summary
+    of version
     ``summary_version`` (the newest version at or below it: a retraction moves the
     version, not the text), the session's system messages at or below ``watermark`` and
     its messages in ``watermark+1..last_seq`` as they stood at ``at``, the texts
     ``digests`` name and the memory rows of ``tenant`` ``memory_ids`` name (what is gone
     is missing)."""
     m, v = chat_messages.c, chat_summary_versions.c
-    as_then = [m.session_id == session_id, m.seq <= last_seq, m.created_at <= at,
-               or_(m.retracted_at.is_(None), m.retracted_at > at)]
-    in_range = or_(m.seq > watermark, m.role == "system")
+    as_then = [m.created_at <= at, or_(m.retracted_at.is_(None), m.retracted_at > at)]
+    # Two index ranges, as build_history reads: the pinned system messages (the partial
+    # index) and the range after the watermark; an OR of the two would walk the session.
+    below = select(*MESSAGE_COLUMNS).where(
+        m.session_id == session_id, text(SYSTEM_ROLE), m.seq <= min(watermark, last_seq),
+        *as_then)
+    tail = select(*MESSAGE_COLUMNS).where(
+        m.session_id == session_id, m.seq > watermark, m.seq <= last_seq, *as_then)
     with reading(engine) as conn:
+        found_row = conn.execute(SESSION_BY_ID, {"b_session_id": session_id}).first()
+        if found_row is None:
+            raise SessionNotFound(f"no session {session_id!r}")
         summary, found = None, watermark == 0
         if watermark > 0:
             row = conn.execute(select(v.summary, v.watermark).where(
@@ -157,8 +177,8 @@ def read_past(engine: Engine, session_id: str, tenant: Ref, *, summary_version: 
                 .order_by(v.version.desc()).limit(1)).first()
             if row is not None and int(row[1]) == watermark:
                 summary, found = row[0], True
-        raws = conn.execute(select(*MESSAGE_COLUMNS).where(*as_then, in_range)
-                            .order_by(m.seq)).all()
+        raws = [*conn.execute(below.order_by(m.seq)).all(),
+                *conn.execute(tail.order_by(m.seq)).all()]
         texts = {r[0]: r[1] for r in conn.execute(
             select(chat_replay_texts.c.digest, chat_replay_texts.c.body).where(
                 chat_replay_texts.c.session_id == session_id,
@@ -168,5 +188,5 @@ def read_past(engine: Engine, session_id: str, tenant: Ref, *, summary_version: 
                                    ref_filter(memories, "tenant", tenant))).all() \
             if memory_ids else []
     pinned, after = split_at([message_from_row(r) for r in raws], watermark)
-    return PastState(summary, found, pinned, after, texts,
+    return PastState(session_from_row(found_row), summary, found, pinned, after, texts,
                      {int(r[0]): PastMemory(int(r[0]), r[1], r[2]) for r in rows})
