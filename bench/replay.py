@@ -27,6 +27,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import func, insert, select, update
 
@@ -52,10 +53,11 @@ def seed(keep: Chatkeep, session_id: str, start: int, count: int) -> None:
     """Bulk-insert messages ``start+1 .. start+count`` and a summary (kept at its version,
     as a fold stores it) with ``TAIL`` messages after its watermark (setup only)."""
     now = datetime.now(UTC)
-    rows = [{"session_id": session_id, "seq": seq, "role": "user" if seq % 2 else "assistant",
-             "content": f"message {seq} " + "lorem ipsum dolor " * 10, "tool_calls": None,
-             "tool_call_id": None, "name": None, "tokens": 50, "created_at": now,
-             "metadata": {}} for seq in range(start + 1, start + count + 1)]
+    rows: list[dict[str, Any]] = [
+        {"session_id": session_id, "seq": seq, "role": "user" if seq % 2 else "assistant",
+         "content": f"message {seq} " + "lorem ipsum dolor " * 10, "tool_calls": None,
+         "tool_call_id": None, "name": None, "tokens": 50, "created_at": now, "metadata": {}}
+        for seq in range(start + 1, start + count + 1)]
     last = start + count
     with keep.engine.begin() as conn:
         for at in range(0, len(rows), 5000):
@@ -77,8 +79,13 @@ def record_turns(keep: Chatkeep, session_id: str, count: int) -> None:
     session = keep.sessions.get(session_id, TENANT)
     for n in range(count):
         session.add_user(f"Turn {n}: does clause {n % 12} survive termination?")
-        keep.compressor.build_history(session, SYSTEM, format=FORMATS[n % 3])
+        build(keep)(session, SYSTEM, format=FORMATS[n % 3])
         session.add_assistant(f"Clause {n % 12} survives for {n % 5 + 1} years (turn {n}).")
+
+
+def build(keep: Chatkeep) -> Any:
+    """``build_history``, called with a format from :data:`FORMATS`."""
+    return keep.compressor.build_history
 
 
 def p95(samples: list[float]) -> float:
@@ -112,7 +119,7 @@ def run(url: str, label: str, messages: int, count: int, calls: int) -> dict[str
         replays.append(time.perf_counter() - start)
         mismatched += not result.match
         start = time.perf_counter()
-        keep.compressor.build_history(session, SYSTEM, format=FORMATS[i % 3])
+        build(keep)(session, SYSTEM, format=FORMATS[i % 3])
         builds.append(time.perf_counter() - start)
     with keep.engine.begin() as conn:
         sizes = [len(m) for m in conn.execute(select(chat_replay_manifests.c.manifest).where(
