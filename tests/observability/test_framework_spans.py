@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -75,4 +77,58 @@ def test_every_request_of_an_agents_sdk_run_is_a_chat_span(db_url: str, telemetr
         assert attrs["gen_ai.conversation.id"] == session_id
         assert attrs["gen_ai.usage.input_tokens"] > 0
         assert attrs["gen_ai.usage.output_tokens"] >= 0
+        assert EMAIL not in repr(attrs) and "ana.garcia" not in repr(attrs)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_every_model_call_of_a_langchain_agent_is_a_chat_span(db_url: str,
+                                                              telemetry: Telemetry,
+                                                              mode: str) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integrations"))
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+    from langchain_wire import WireChatModel
+
+    from chatkeep import Chatkeep
+    from chatkeep.integrations.langchain import ChatkeepMiddleware
+
+    @tool
+    def order_status(order: str) -> str:
+        """The status of an order."""
+        return f"order {order}: shipped to {EMAIL}"
+
+    def answer(body: dict[str, Any]) -> Reply:
+        if body["messages"][-1]["role"] == "tool":
+            return Reply.ok("It shipped.", prompt_tokens=60, completion_tokens=7)
+        return Reply.calls(("call_1", "order_status", '{"order": "A7"}'),
+                           prompt_tokens=40, completion_tokens=5)
+
+    server = FakeOpenAIServer(responder=answer)
+    config = {"privacy": {"anonymize_pii": True}}
+    inputs = {"messages": [{"role": "user", "content": f"Where is A7? I am {EMAIL}."}]}
+    run_config: Any = {"configurable": {"thread_id": "t-1"}}
+    with server:
+        model = WireChatModel(base_url=server.base_url, max_tokens=64)
+        if mode == "sync":
+            with Chatkeep(db_url, config=config, dispatcher="inline") as keep:
+                agent: Any = create_agent(model, [order_status],
+                                          middleware=[ChatkeepMiddleware(keep)])
+                agent.invoke(inputs, run_config, context={"tenant": ORG})
+        else:
+            async def scenario() -> None:
+                async with AsyncChatkeep(db_url, config=config, dispatcher="inline") as akeep:
+                    agent = create_agent(model, [order_status],
+                                         middleware=[ChatkeepMiddleware(akeep)])
+                    await agent.ainvoke(inputs, run_config, context={"tenant": ORG})
+
+            asyncio.run(scenario())
+    spans = [s for s in telemetry.spans() if s.name.startswith("chat ")
+             and s.attributes.get("chatkeep.framework") == "langchain"]
+    assert len(spans) == 2 == len(server.requests)
+    assert [(s.attributes["gen_ai.usage.input_tokens"], s.attributes["gen_ai.usage.output_tokens"])
+            for s in spans] == [(40, 5), (60, 7)]
+    for span in spans:
+        attrs = dict(span.attributes)
+        assert attrs["chatkeep.tenant"] == "organization:341"
+        assert attrs["gen_ai.request.max_tokens"] == 64
         assert EMAIL not in repr(attrs) and "ana.garcia" not in repr(attrs)

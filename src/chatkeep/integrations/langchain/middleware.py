@@ -37,6 +37,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -74,6 +75,8 @@ from chatkeep.integrations.langchain.messages import (
 )
 from chatkeep.integrations.langchain.trim import folded_ids
 from chatkeep.messages import Message
+from chatkeep.observability import framework_calls, tracing
+from chatkeep.observability.framework_calls import CallRecord
 from chatkeep.privacy.egress import map_strings
 from chatkeep.privacy.streaming import StreamRestorer
 from chatkeep.quotas import Reservation
@@ -261,8 +264,10 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                            request.state["messages"], request.system_message)
         held = reserve_call(core, prepared, _Call.of(request))
         try:
-            response = handler(request.override(messages=prepared.messages,
-                                                system_message=prepared.system))
+            with traced(prepared, request) as call:
+                response = handler(request.override(messages=prepared.messages,
+                                                    system_message=prepared.system))
+                call.usage(*tokens_of(response))
         except BaseException:
             held.release()
             raise
@@ -303,8 +308,10 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                                    request.state["messages"], request.system_message)
         held = await self._run(reserve_call, prepared, _Call.of(request))
         try:
-            response = await handler(request.override(messages=prepared.messages,
-                                                      system_message=prepared.system))
+            with traced(prepared, request) as call:
+                response = await handler(request.override(messages=prepared.messages,
+                                                          system_message=prepared.system))
+                call.usage(*tokens_of(response))
         except BaseException:
             await self._run(_release, held)
             raise
@@ -680,6 +687,35 @@ def usage_of(response: ModelResult) -> int | None:
         return None
     return sum(int(u.get("input_tokens") or 0) + int(u.get("output_tokens") or 0)
                for u in used)
+
+
+def traced(prepared: _Prepared, request: ModelRequest[Any]) -> AbstractContextManager[CallRecord]:
+    """The ``chat {model}`` span the model call runs in (issue 34; nothing without
+    OpenTelemetry): the bound model's name and provider, the session's tenant and id."""
+    if not tracing.ON:
+        return framework_calls.untraced()
+    model: Any = request.model
+    while isinstance(model, RunnableBinding):
+        model = model.bound
+    name = getattr(model, "model_name", None) or getattr(model, "model", None)
+    return framework_calls.model_call(
+        prepared.session.tenant, prepared.session.id,
+        model=str(name or type(model).__name__), provider=tracing.provider_of(model),
+        framework="langchain", max_tokens=output_ceiling(request.model, request.model_settings))
+
+
+def tokens_of(response: ModelResult) -> tuple[int | None, int | None]:
+    """The input and output tokens a model call's answer reports (``None``: not
+    reported)."""
+    if isinstance(response, ExtendedModelResponse):
+        response = response.model_response
+    messages = response.result if isinstance(response, ModelResponse) else [response]
+    used = [m.usage_metadata for m in messages
+            if isinstance(m, AIMessage) and m.usage_metadata is not None]
+    if not used:
+        return None, None
+    return (sum(int(u.get("input_tokens") or 0) for u in used),
+            sum(int(u.get("output_tokens") or 0) for u in used))
 
 
 def _settle(core: Chatkeep, held: Reservation, used: int | None) -> None:
