@@ -41,6 +41,7 @@ from chatkeep.history.round import HistoryRound, PreparedRound
 from chatkeep.integrations.pydantic_ai import _convert
 from chatkeep.integrations.pydantic_ai._scrub import Scrubbed, scrub_request
 from chatkeep.messages import Message
+from chatkeep.privacy.egress import OpenEgress
 from chatkeep.sessions import ChatSession
 
 log = logging.getLogger("chatkeep.integrations.pydantic_ai")
@@ -77,6 +78,8 @@ class PreparedRequest:
     """The budget's count of the whole request as it leaves: ``tokens`` (the history
     part) plus the run's own messages and the instructions (what a quota reservation
     counts as the call's input, with the tools' definitions)."""
+    redacting: bool = False
+    """Whether the session redacts: the request left through a redacting egress."""
 
 
 def prepare(core: Chatkeep, session: ChatSession, own: Sequence[ModelMessage],
@@ -130,7 +133,8 @@ def _through(core: Chatkeep, session: ChatSession, own: Sequence[ModelMessage],
     own_tokens = _own_tokens(core, bodies[-1], cut) if bodies else 0
     return PreparedRequest(out.messages, out.instructions, out.messages[:cut], info.tokens,
                            info.budget, info.over_budget_reason, info.compressed,
-                           out.withheld, out.unread, info.tokens + own_tokens)
+                           out.withheld, out.unread, info.tokens + own_tokens,
+                           not isinstance(prepared.egress, OpenEgress))
 
 
 def _own_tokens(core: Chatkeep, body: Any, cut: int) -> int:

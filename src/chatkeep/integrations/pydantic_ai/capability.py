@@ -41,7 +41,7 @@ from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.output import OutputContext
 from pydantic_ai.tools import RunContext, ToolDefinition
 
-from chatkeep.errors import InvalidArgument, SessionNotFound
+from chatkeep.errors import InvalidArgument, PrivacyError, SessionNotFound
 from chatkeep.integrations.context import named_party
 from chatkeep.integrations.pydantic_ai import _files, _quota
 from chatkeep.integrations.pydantic_ai._request import PreparedRequest
@@ -132,6 +132,8 @@ class ChatkeepHistory(AbstractCapability[Any]):
             prepared = await self.store.prepare_request(tenant, key, own, texts, files)
         if self.on_request is not None:
             self.on_request(prepared)
+        if prepared.redacting and getattr(ctx, "trace_include_content", False):
+            raise _traced_content()  # content turned on after the run started
         await self._reserve(tenant, key, prepared, request_context)
         if parts:
             parameters = dataclasses.replace(parameters, instruction_parts=[
@@ -205,7 +207,12 @@ class ChatkeepHistory(AbstractCapability[Any]):
         raise error
 
     async def for_run(self, ctx: RunContext[Any]) -> ChatkeepHistory:
-        """This capability for one run: it knows the run (for the model it wraps)."""
+        """This capability for one run: it knows the run (for the model it wraps). A run
+        whose instrumentation records content on a conversation that redacts is refused
+        here, before its prompt joins the messages the run's span records."""
+        if getattr(ctx, "trace_include_content", False) and ctx.conversation_id and \
+                await self.store.may_redact(ctx.conversation_id, scope=self.tenant_of(ctx)):
+            raise _traced_content()
         run = copy.copy(self)
         run._run = ctx
         return run
@@ -282,6 +289,14 @@ class ChatkeepHistory(AbstractCapability[Any]):
     def get_serialization_name(cls) -> str | None:
         """Not spec-serializable: it holds a store."""
         return None
+
+
+def _traced_content() -> PrivacyError:
+    return PrivacyError(
+        "this run's Pydantic AI instrumentation records content "
+        "(InstrumentationSettings(include_content=True), its default) and the conversation "
+        "redacts: its traces would carry the user's raw values. Instrument with "
+        "InstrumentationSettings(include_content=False); nothing was sent")
 
 
 def _named_tenant(ctx: RunContext[Any]) -> Ref | None:

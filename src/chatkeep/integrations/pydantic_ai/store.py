@@ -320,6 +320,12 @@ class ChatkeepConversationStore(ConversationStore):
         model response."""
         return StreamRestorer(await self.restoring(conversation_id, scope=scope))
 
+    async def may_redact(self, conversation_id: str, *, scope: Scope = None) -> bool:
+        """Whether the conversation's requests leave redacted: its session's switches, or
+        (no session yet) the switches it would be created with."""
+        return await self._run(_may_redact, self.tenant_for(scope), conversation_id,
+                               self.anonymize_pii)
+
     async def restoring(self, conversation_id: str, *,
                         scope: Scope = None) -> Callable[[str], str]:
         """A whole-text restore for the conversation, bound to its mapping as it is now
@@ -398,6 +404,13 @@ def _prepare(core: Chatkeep, place: Place, key: str, own: list[ModelMessage],
 def _redacting(core: Chatkeep, tenant: Ref, key: str) -> ChatSession | None:
     session = _storage.find_session(core, tenant, key)
     return session if session is not None and core.privacy.redacts(session) else None
+
+
+def _may_redact(core: Chatkeep, tenant: Ref, key: str, anonymize_pii: bool) -> bool:
+    session = _storage.find_session(core, tenant, key)
+    if session is None:
+        return anonymize_pii and core.config.privacy.anonymize_pii
+    return core.privacy.redacts(session)
 
 
 def _restore(core: Chatkeep, tenant: Ref, key: str, value: T) -> T:
