@@ -1,12 +1,13 @@
 """CLI start-up: how long the read commands take, beside ``--version`` and a bare Python.
 
-    python bench/cli_startup.py [--runs 15] [--peer-src PATH] [--markdown]
+    python bench/cli_startup.py [--runs 15] [--peer-src PATH | --peer-rev REV] [--markdown]
 
 Each command runs ``--runs`` times in a fresh process on a small SQLite file (the demo's
 tenant, a few sessions), after one untimed run, with Python's bytecode cache on as an
 installed package has it (``PYTHONDONTWRITEBYTECODE`` is dropped for the runs: with it, an
 editable install compiles every module of chatkeep again at each start); the table gives
-the median and the fastest run, and the
+the median and the fastest run (wall time) and the median CPU time (user and system: on a
+loaded machine the wall time mostly waits for a core), and the
 modules whose import costs most in one ``python -X importtime`` run of ``sessions
 list``. The target (issue 32): a read command starts in under 0.5 s on a quiet machine;
 the bare interpreter's row says how quiet the machine was.
@@ -15,7 +16,9 @@ the bare interpreter's row says how quiet the machine was.
 checkout's ``src`` and from ``PATH`` (another checkout's ``src``, e.g. ``git archive
 OLD src | tar -x -C /tmp/old``), both by the same launcher (``python -c`` importing
 ``chatkeep.cli``, ``PYTHONPATH`` set), in alternating runs so that load from elsewhere
-falls on both alike; the ratio is the peer's median over ours.
+falls on both alike; the ratio is the peer's median over ours. ``--peer-rev REV`` does
+the same with this repository's ``src`` at commit ``REV`` (extracted with ``git
+archive`` into a temporary folder).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -42,16 +46,23 @@ ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
        "COLUMNS": "80"}
 
 
-def timed(argv: list[str], runs: int) -> tuple[float, float]:
-    """Median and fastest wall time of ``argv`` over ``runs`` fresh processes (after one
-    untimed run, which writes the bytecode cache)."""
+def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall time and CPU time (user + system, of the child) of one run of ``argv``: on a
+    loaded machine the wall time waits for a core, the CPU time much less."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, capture_output=True, env=env)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def timed(argv: list[str], runs: int) -> tuple[float, float, float]:
+    """Median and fastest wall time, and median CPU time, of ``argv`` over ``runs`` fresh
+    processes (after one untimed run, which writes the bytecode cache)."""
     subprocess.run(argv, check=True, capture_output=True, env=ENV)
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(argv, check=True, capture_output=True, env=ENV)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), min(times)
+    walls, cpus = zip(*(run_once(argv, ENV) for _ in range(runs)), strict=True)
+    return statistics.median(walls), min(walls), statistics.median(cpus)
 
 
 def launched(src: Path, argv: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -59,19 +70,31 @@ def launched(src: Path, argv: list[str]) -> tuple[list[str], dict[str, str]]:
     return [sys.executable, "-c", LAUNCH, *argv], {**ENV, "PYTHONPATH": str(src)}
 
 
-def paired(argv: list[str], peer: Path, runs: int) -> tuple[float, float]:
-    """Median wall time of ``chatkeep argv`` from this checkout and from ``peer``, in
-    alternating fresh processes (after one untimed run of each)."""
+def paired(argv: list[str], peer: Path, runs: int) -> list[tuple[float, float]]:
+    """Median wall and CPU time of ``chatkeep argv`` from this checkout and from ``peer``,
+    in alternating fresh processes (after one untimed run of each)."""
     sides = [launched(SRC, argv), launched(peer, argv)]
-    times: list[list[float]] = [[], []]
+    times: list[list[tuple[float, float]]] = [[], []]
     for command, env in sides:
         subprocess.run(command, check=True, capture_output=True, env=env)
     for _ in range(runs):
         for (command, env), out in zip(sides, times, strict=True):
-            start = time.perf_counter()
-            subprocess.run(command, check=True, capture_output=True, env=env)
-            out.append(time.perf_counter() - start)
-    return statistics.median(times[0]), statistics.median(times[1])
+            out.append(run_once(command, env))
+    return [(statistics.median(t[0] for t in side), statistics.median(t[1] for t in side))
+            for side in times]
+
+
+def extract_src(rev: str, folder: Path) -> Path:
+    """This repository's ``src`` at commit ``rev``, written under ``folder`` (a folder
+    named after the commit, so the table names it)."""
+    commit = subprocess.run(["git", "-C", str(SRC.parent), "rev-parse", "--short", rev],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    target = folder / commit
+    target.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(SRC.parent), "archive", commit, "src"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target / "src"
 
 
 def peer_commit(src: Path) -> str:
@@ -80,7 +103,7 @@ def peer_commit(src: Path) -> str:
         out = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"],
                              capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError):
-        return str(src)
+        return src.parent.name if src.name == "src" else str(src)
     return out.stdout.strip()
 
 
@@ -123,11 +146,12 @@ def print_peer_table(reads: dict[str, list[str]], peer: Path, runs: int) -> None
     print(f"\nThe same commands from this checkout and from chatkeep at "
           f"{peer_commit(peer)} (`--peer-src`), alternating, {runs} runs each; load "
           f"average {os.getloadavg()[0]:.2f}:\n")
-    print("| command | this checkout | peer | peer / this |")
-    print("|---|---:|---:|---:|")
+    print("| command | this checkout | peer | peer / this | CPU, this | CPU, peer | peer / this |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name, argv in reads.items():
-        ours, theirs = paired(argv, peer, runs)
-        print(f"| `{name}` | {ours:.2f} s | {theirs:.2f} s | {theirs / ours:.2f}x |")
+        (ours, our_cpu), (theirs, their_cpu) = paired(argv, peer, runs)
+        print(f"| `{name}` | {ours:.2f} s | {theirs:.2f} s | {theirs / ours:.2f}x | "
+              f"{our_cpu:.2f} s | {their_cpu:.2f} s | {their_cpu / our_cpu:.2f}x |")
 
 
 def main() -> None:
@@ -136,9 +160,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--peer-src", type=Path, default=None,
                         help="another checkout's src: the read commands from there, same run")
+    parser.add_argument("--peer-rev", default=None,
+                        help="a commit of this repository: its src as --peer-src")
     parser.add_argument("--markdown", action="store_true", help="(it is Markdown already)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="chatkeep-cli-") as tmp:
+        if args.peer_rev:
+            args.peer_src = extract_src(args.peer_rev, Path(tmp) / "peer")
         db = f"sqlite:///{Path(tmp) / 'chat.db'}"
         subprocess.run([str(CHATKEEP), "demo", "--db", db], check=True, capture_output=True,
                        env=ENV)
@@ -148,11 +176,11 @@ def main() -> None:
                     **{name: [str(CHATKEEP), *argv] for name, argv in reads.items()}}
         print(f"{args.runs} fresh processes per command; Python "
               f"{sys.version.split()[0]}; load average {os.getloadavg()[0]:.2f}\n")
-        print("| command | median | fastest |")
-        print("|---|---:|---:|")
+        print("| command | median | fastest | CPU (median) |")
+        print("|---|---:|---:|---:|")
         for name, argv in commands.items():
-            median, fastest = timed(argv, args.runs)
-            print(f"| `{name}` | {median:.2f} s | {fastest:.2f} s |")
+            median, fastest, cpu = timed(argv, args.runs)
+            print(f"| `{name}` | {median:.2f} s | {fastest:.2f} s | {cpu:.2f} s |")
         if args.peer_src is not None:
             print_peer_table(reads, args.peer_src, args.runs)
         print("\nHeaviest imports of `chatkeep sessions list` (cumulative, one run):\n")

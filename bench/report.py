@@ -413,6 +413,21 @@ survives a crash); where a commit's sync to disk is slow, that commit is most of
 ratio.""",
         full=("--turns", "400", "--postgres", "{pg}"),
         quick=("--turns", "100", "--postgres", "{pg}"), services=("{pg}",)),
+    Bench(
+        "cli_startup", "CLI start-up: the read commands",
+        """\
+`bench/cli_startup.py` starts each read command (`sessions list`, `sessions show`,
+`usage`, `tenants`, `db current`) in fresh processes on the demo's SQLite file, with
+Python's bytecode cache on as an installed package has it, beside a bare interpreter and
+`chatkeep --version`; the median and the fastest run of each, and the median CPU time
+(user and system: on a busy machine the wall time mostly waits for a core), then the
+packages whose import costs most. With `--peer-rev` the same read commands also start
+from chatkeep's `src` at an older commit, in alternating runs, and the ratios are that
+commit's medians over this one's. The target: a read command starts in at most `0.5 s` on
+a quiet machine; the bare interpreter's row says how quiet it was. A read command loads
+neither the history, privacy and memory layers nor the SDKs
+(`tests/cli/test_read_startup.py`).""",
+        full=("--peer-rev", "058201a"), quick=("--runs", "5", "--peer-rev", "058201a")),
 )
 BY_NAME = {bench.name: bench for bench in BENCHES}
 
