@@ -14,6 +14,7 @@ anything listens to the engine's statement events, Core executors serve instead.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -459,6 +460,7 @@ class SqliteTransport(DriverTransport):
             return result
 
 
+@functools.cache
 def _has_trip() -> bool:
     """Whether aiosqlite still has ``Connection._execute`` (a call run in its thread) and
     ``Connection._conn`` (the ``sqlite3`` connection there)."""
