@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +62,22 @@ def _digest(text: str) -> str:
     return text_digest(text)
 
 
+_SNAPSHOTS: weakref.WeakKeyDictionary[Any, tuple[tuple[int, int, int], str]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _snapshot(compressor: Any) -> str:
+    """The compressor's config snapshot, made again only when its config, counter or
+    filter object changed (each turn records it)."""
+    key = (id(compressor.config), id(compressor.counter), id(compressor.outbound_filter))
+    cached = _SNAPSHOTS.get(compressor)
+    if cached is None or cached[0] != key:
+        cached = (key, config_snapshot(compressor.config, compressor.counter,
+                                       privacy_digest(compressor.outbound_filter)))
+        _SNAPSHOTS[compressor] = cached
+    return cached[1]
+
+
 def record(history_round: HistoryRound, prepared: PreparedRound, digest: str) -> int:
     """Store the manifest of ``prepared`` (its body's SHA-256 is ``digest``) as the
     session's next turn; returns the turn."""
@@ -73,8 +90,7 @@ def record(history_round: HistoryRound, prepared: PreparedRound, digest: str) ->
         return key
 
     memories = _memories(history_round.recalled, named)
-    snapshot = config_snapshot(compressor.config, compressor.counter,
-                               privacy_digest(compressor.outbound_filter))
+    snapshot = _snapshot(compressor)
     vault = getattr(prepared.egress, "vault", None)
     manifest = Manifest(
         format=history_round.format, summary_version=prepared.row.summary_version,

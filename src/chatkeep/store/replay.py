@@ -13,15 +13,28 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Engine, Integer, bindparam, func, insert, literal, or_, select, text
+from sqlalchemy import (
+    Boolean,
+    Engine,
+    Integer,
+    String,
+    Text,
+    bindparam,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+)
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import IntegrityError
 
 from chatkeep.errors import SessionNotFound, StoreError
 from chatkeep.messages import Message
 from chatkeep.refs import Ref
-from chatkeep.store.connections import reading, transaction
+from chatkeep.store.connections import reading
+from chatkeep.store.executor import Transport
 from chatkeep.store.rows import (
     SessionRow,
     as_utc,
@@ -87,31 +100,49 @@ class PastState:
     memories: dict[int, PastMemory]
 
 
-def record_manifest(engine: Engine, session_id: str, tenant: Ref, last_seq: int,
+def _manifest_statements(dialect: str) -> tuple[Any, Any]:
+    """The texts' insert (a row already there is left alone) and the manifest's insert
+    taking the session's next turn, for ``dialect``: built once each (a driver compiles a
+    statement object once)."""
+    found = _STATEMENTS.get(dialect)
+    if found is None:
+        dialect_insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        found = _STATEMENTS[dialect] = (
+            dialect_insert(chat_replay_texts).on_conflict_do_nothing(),
+            insert(chat_replay_manifests).from_select(
+                ["session_id", "tenant_type", "tenant_id", "tenant_id_int", "turn",
+                 "last_seq", "created_at", "manifest"],
+                select(bindparam("b_session_id", type_=String()),
+                       bindparam("b_tenant_type", type_=String()),
+                       bindparam("b_tenant_id", type_=String()),
+                       bindparam("b_tenant_id_int", type_=Boolean()), _NEXT_TURN,
+                       bindparam("b_last_seq", type_=Integer()),
+                       bindparam("b_now", type_=chat_replay_manifests.c.created_at.type),
+                       bindparam("b_manifest", type_=Text()))).returning(_M.turn))
+    return found
+
+
+_STATEMENTS: dict[str, tuple[Any, Any]] = {}
+
+
+def record_manifest(transport: Transport, session_id: str, tenant: Ref, last_seq: int,
                     manifest: str, texts: Mapping[str, str], now: datetime) -> int:
     """Store a request's manifest as the session's next turn, with the texts it names
-    (kept once per session); returns the turn."""
+    (kept once per session), in one transaction; returns the turn."""
+    put_texts, put_manifest = _manifest_statements(transport.dialect)
     owner = {"session_id": session_id, **ref_values("tenant", tenant)}
-    dialect_insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
-    put_texts = dialect_insert(chat_replay_texts).on_conflict_do_nothing()
-    put_manifest = insert(chat_replay_manifests).from_select(
-        ["session_id", "tenant_type", "tenant_id", "tenant_id_int", "turn", "last_seq",
-         "created_at", "manifest"],
-        select(literal(session_id), literal(owner["tenant_type"]),
-               literal(owner["tenant_id"]), literal(owner["tenant_id_int"]),
-               _NEXT_TURN, literal(last_seq, Integer()),
-               literal(now, chat_replay_manifests.c.created_at.type), literal(manifest))
-    ).returning(_M.turn)
+    params = {"b_session_id": session_id, "b_tenant_type": owner["tenant_type"],
+              "b_tenant_id": owner["tenant_id"], "b_tenant_id_int": owner["tenant_id_int"],
+              "b_last_seq": last_seq, "b_now": now, "b_manifest": manifest}
     attempt = 0
     while True:
         try:
-            with transaction(engine) as conn:
+            with transport.transaction() as ex:
                 if texts:
-                    conn.execute(put_texts, [{**owner, "digest": digest, "body": body}
-                                             for digest, body in texts.items()])
-                return int(conn.execute(put_manifest, {"b_session_id": session_id})
-                           .scalar_one())
-        except IntegrityError as exc:  # two writers of one session took the same turn
+                    ex.many(put_texts, [{**owner, "digest": digest, "body": body}
+                                        for digest, body in texts.items()])
+                return int(ex.rows(put_manifest, params)[0][0])
+        except transport.integrity_errors as exc:  # another writer took the turn first
             attempt += 1
             if attempt == _ATTEMPTS:
                 raise StoreError(f"session {session_id}: the request's manifest could not "

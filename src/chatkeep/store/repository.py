@@ -497,8 +497,8 @@ class Repository:
                         texts: Mapping[str, str]) -> int:
         """Store a built request's manifest as the session's next turn, with the texts it
         names (:func:`chatkeep.store.replay.record_manifest`); returns the turn."""
-        return replay.record_manifest(self.engine, session_id, tenant, last_seq, manifest,
-                                      texts, self.clock())
+        return replay.record_manifest(self._transport, session_id, tenant, last_seq,
+                                      manifest, texts, self.clock())
 
     # -- summary -------------------------------------------------------------------------
 
