@@ -73,6 +73,7 @@ from chatkeep.integrations.langchain.messages import (
     from_history,
     pending,
 )
+from chatkeep.integrations.langchain.tracing_guard import refuse_traced_content
 from chatkeep.integrations.langchain.trim import folded_ids
 from chatkeep.messages import Message
 from chatkeep.observability import framework_calls, tracing
@@ -160,6 +161,8 @@ class _Prepared:
     messages: list[AnyMessage]
     tokens: int = 0
     """The budget's count of what goes out (``history.info.tokens``)."""
+    redacting: bool = False
+    """Whether the session redacts what goes out."""
 
 
 class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
@@ -202,6 +205,7 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                                  check_bool(trim_state, "trim_state"))
         self.tools = []
         self._last: OrderedDict[tuple[Ref, str], str | None] = OrderedDict()
+        refuse_traced_content(anonymize_pii and self.keep.config.privacy.anonymize_pii)
 
     # -- the thread ----------------------------------------------------------------------
 
@@ -262,6 +266,7 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         core = self._sync()
         prepared = prepare(core, self.thread(request.runtime), self._options,
                            request.state["messages"], request.system_message)
+        refuse_traced_content(prepared.redacting)
         held = reserve_call(core, prepared, _Call.of(request))
         try:
             with traced(prepared, request) as call:
@@ -306,6 +311,7 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """Async twin of :meth:`wrap_model_call`."""
         prepared = await self._run(prepare, self.thread(request.runtime), self._options,
                                    request.state["messages"], request.system_message)
+        refuse_traced_content(prepared.redacting)
         held = await self._run(reserve_call, prepared, _Call.of(request))
         try:
             with traced(prepared, request) as call:
@@ -733,17 +739,18 @@ def prepare(core: Chatkeep, thread: Thread, options: _Options,
     prompt = str(system.text) if system is not None else ""
     built = core.compressor.build_history(session, prompt)
     tokens, history = built.info.tokens, list(built)
+    redacting = core.privacy.redacts(session)
     if system is None:
-        return _Prepared(session, None, from_history(history), tokens)
+        return _Prepared(session, None, from_history(history), tokens, redacting)
     first = history[0] if history else None
     content = first.get("content") if first is not None and first["role"] == "system" \
         else None
     if not isinstance(content, str) or not (prompt or content.startswith(MEMORY_HEADER)):
         # No system text went out (an empty prompt, no memories): the request's own, scrubbed.
         return _Prepared(session, _scrubbed(core, session, system, None),
-                         from_history(history), tokens)
+                         from_history(history), tokens, redacting)
     return _Prepared(session, _scrubbed(core, session, system, content),
-                     from_history(history[1:]), tokens)
+                     from_history(history[1:]), tokens, redacting)
 
 
 def _scrubbed(core: Chatkeep, session: ChatSession, system: SystemMessage,
