@@ -126,3 +126,25 @@ def test_a_deleted_session_takes_its_manifests_and_summary_versions(db_url: str)
         for table in ("chat_summary_versions", "chat_replay_manifests", "chat_replay_texts"):
             assert conn.exec_driver_sql(f"SELECT count(*) FROM {table}").scalar_one() == 0
     keep.close()
+
+
+def test_a_round_an_adapter_drives_records_a_manifest_that_replays(db_url: str) -> None:
+    """A framework adapter renders its own body (not a built history): the round records
+    the plan's history in its format, closed turns' plumbing as the adapter asked."""
+    keep = _keep(db_url)
+    session = keep.sessions.create(TENANT)
+    session.add_user("Book me a train to Paris, mail ana@example.org.")
+    session.add_assistant(tool_calls=[{"id": "c1", "function": {
+        "name": "book", "arguments": '{"to": "Paris"}'}}])
+    session.add_tool_result("c1", "booked: seat 12")
+    session.add_assistant("Booked: seat 12.")
+    session.add_user("Thanks, and a return?")
+    history_round = keep.compressor.round(session, PROMPT, memories=[],
+                                          format="openai_responses",
+                                          keep_closed_tool_turns=True)
+    body = history_round.run(lambda prepared: ("own body", len(prepared.plan.outgoing.messages)))
+    assert body[0] == "own body" and history_round.turn == 1
+    result = keep.replay(session, turn=1)
+    assert result.match and result.manifest.keep_closed_tool_turns
+    assert any(item.get("type") == "function_call" for item in result.request)
+    keep.close()
