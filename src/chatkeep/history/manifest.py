@@ -29,7 +29,7 @@ from chatkeep.config import ChatConfig
 from chatkeep.errors import InvalidArgument
 from chatkeep.tokens import TokenCounter
 
-__all__ = ["FORMAT_CODES", "Manifest", "config_from_snapshot", "config_snapshot",
+__all__ = ["FORMAT_CODES", "Manifest", "changes", "config_from_snapshot", "config_snapshot",
            "request_digest", "text_digest"]
 
 FORMAT_CODES = ("openai_chat", "openai_responses", "anthropic_messages")
@@ -144,3 +144,32 @@ def config_from_snapshot(text: str) -> tuple[ChatConfig, str, str]:
         return chat, str(item["counter"]), str(item["privacy"])
     except (ValueError, TypeError, KeyError) as exc:
         raise InvalidArgument(f"not a config snapshot: {exc}") from None
+
+
+def changes(before: Manifest | None, after: Manifest) -> list[str]:
+    """What changed from one turn's manifest to the next, as people read it ("folded seq
+    14-48 into summary v7", "memory #12 recalled"); ``before`` ``None``: the first turn."""
+    if before is None:
+        return ["the first recorded turn"]
+    out: list[str] = []
+    if after.watermark > before.watermark:
+        out.append(f"folded seq {before.watermark + 1}-{after.watermark} into summary "
+                   f"v{after.summary_version}")
+    elif after.watermark < before.watermark:
+        out.append(f"summary dropped (watermark {before.watermark} -> {after.watermark})")
+    earlier = set(before.memories)
+    now = set(after.memories)
+    out += [f"memory #{m} recalled" if isinstance(m, int) else "a given memory text added"
+            for m in after.memories if m not in earlier]
+    out += [f"memory #{m} no longer recalled" if isinstance(m, int)
+            else "a given memory text dropped" for m in before.memories if m not in now]
+    if after.vault > before.vault:
+        out.append(f"{after.vault - before.vault} new value(s) redacted")
+    for label, old, new in (("system prompt", before.system, after.system),
+                            ("config", before.config, after.config),
+                            ("format", before.format, after.format),
+                            ("chatkeep version", before.version, after.version)):
+        if old != new:
+            out.append(f"{label} changed" + (f" ({old} -> {new})" if label in (
+                "format", "chatkeep version") else ""))
+    return out

@@ -30,6 +30,7 @@ from chatkeep.inspect.routes import (
     session,
     sessions,
     summary,
+    turns,
     usage,
 )
 from chatkeep.inspect.security import AccessGuard, allowed_hosts, require_token
@@ -74,7 +75,7 @@ def create_app(inspector: Inspector, *, host: str = "127.0.0.1",
     (``token``: required on every request when given). ``ConfigError`` for a host
     beyond loopback without a token (see ``security.require_token``)."""
     require_token(host, token)
-    routes = [Route("/", _home), *sessions.ROUTES, *session.ROUTES, *summary.ROUTES,
+    routes = [Route("/", _home), *sessions.ROUTES, *session.ROUTES, *summary.ROUTES, *turns.ROUTES,
               *privacy.ROUTES, *memories.ROUTES, *usage.ROUTES, *lifecycle.ROUTES,
               Mount("/static", StaticFiles(directory=str(STATIC)), name="static")]
     app = Starlette(routes=routes, exception_handlers={
