@@ -148,3 +148,55 @@ def test_a_round_an_adapter_drives_records_a_manifest_that_replays(db_url: str) 
     assert result.match and result.manifest.keep_closed_tool_turns
     assert any(item.get("type") == "function_call" for item in result.request)
     keep.close()
+
+
+def test_a_database_from_before_replay_shows_its_old_turns_without_a_manifest(
+        db_url: str) -> None:
+    """Migration 0015 keeps each session's summary as its version and gives a session
+    with messages turn 1 without a manifest (the requests built before replay); the next
+    request is turn 2 and replays, from the summary the migration kept."""
+    import uuid
+    from datetime import UTC, datetime
+
+    import sqlalchemy as sa
+
+    from chatkeep.store import make_engine, migrate
+
+    engine = make_engine(db_url)
+    migrate.upgrade(engine, "0014_memory_expiry")
+    now, session_id = datetime.now(UTC), str(uuid.uuid4())
+    names = ("id", "tenant_type", "tenant_id", "tenant_id_int", "anonymize_pii",
+             "total_tokens", "last_seq", "summary", "summary_watermark", "summary_version",
+             "distilled_through", "distil_version", "pii_vault_version", "pii_protected",
+             "fold_failures")
+    sessions = sa.table("chat_sessions", *(sa.column(n) for n in names),
+                        sa.column("last_message_at", sa.DateTime(timezone=True)),
+                        sa.column("created_at", sa.DateTime(timezone=True)),
+                        sa.column("metadata", sa.JSON()))
+    messages = sa.table("chat_messages", *(sa.column(n) for n in (
+        "session_id", "seq", "role", "content")),
+        sa.column("created_at", sa.DateTime(timezone=True)), sa.column("metadata", sa.JSON()))
+    with engine.begin() as conn:
+        conn.execute(sa.insert(sessions).values(
+            id=session_id, tenant_type=TENANT.type, tenant_id=TENANT.id_text,
+            tenant_id_int=TENANT.id_is_int, anonymize_pii=False, total_tokens=0, last_seq=4,
+            summary="Earlier: the user asked about trains to Paris.", summary_watermark=2,
+            summary_version=3, distilled_through=0, distil_version=0, pii_vault_version=0,
+            pii_protected=False, fold_failures=0, last_message_at=now, created_at=now,
+            metadata={}))
+        conn.execute(sa.insert(messages), [
+            {"session_id": session_id, "seq": seq, "role": "user" if seq % 2 else "assistant",
+             "content": f"message {seq}", "created_at": now, "metadata": {}}
+            for seq in range(1, 5)])
+    migrate.upgrade(engine)
+    engine.dispose()
+    keep = Chatkeep(db_url, create_schema=False)
+    session = keep.sessions.get(session_id, TENANT)
+    with pytest.raises(TurnNotRecorded, match="through seq 4"):
+        keep.replay(session, turn=1)
+    session.add_user("And tomorrow?")
+    history = keep.compressor.build_history(session, PROMPT)
+    assert "Earlier: the user asked about trains to Paris." in str(history)
+    result = keep.replay(session, turn=-1)
+    assert result.turn == 2 and result.match and result.manifest.summary_version == 3
+    keep.close()
