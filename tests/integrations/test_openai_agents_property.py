@@ -31,6 +31,7 @@ from agents import (
     OpenAIChatCompletionsModel,
     OpenAIResponsesModel,
     Runner,
+    ToolOutputFileContent,
     ToolOutputImage,
     ToolOutputText,
     function_tool,
@@ -80,7 +81,7 @@ def examples(draw: st.DrawFn) -> Example:
     how = draw(st.sampled_from(["run", "run_streamed"]))
     return Example(
         values={kind: draw(st.sampled_from(POOLS[kind])) for kind in KINDS},
-        lookup=draw(copies), lookup_shape=draw(st.sampled_from(["text", "structured"])),
+        lookup=draw(copies), lookup_shape=draw(st.sampled_from(["text", "structured", FILES])),
         keys=draw(st.lists(st.sampled_from(KEYS), min_size=4, max_size=4)),
         expert=draw(copies), later=draw(st.tuples(st.sampled_from(KINDS),
                                                   st.sampled_from(FORMS))),
@@ -106,13 +107,15 @@ def lookup_return(example: Example) -> Any:
         record["nested"] = [{"type": "text", "text": texts[0]}, {texts[-1]: "as a key"}]
         return record
     return [ToolOutputText(text="Scanned: " + " / ".join(texts)),
-            ToolOutputImage(image_url=f"https://files.example/scan.png?who={texts[0]}")]
+            ToolOutputImage(image_url=f"https://files.example/scan.png?who={texts[0]}"),
+            ToolOutputFileContent(file_data=SCAN_PDF, filename="scan.pdf")]
 
 
-#: A tool return with an image or a file beside its text is not drawn: chatkeep's
-#: Responses format stores text parts only, so ``add_items`` refuses such an output
-#: (``InvalidMessage``, before anything is sent) and the run cannot record its turn.
+#: A tool return with an image and a file beside its text (``ToolOutputImage``,
+#: ``ToolOutputFileContent``): recorded whole, replayed to the model with the parts as
+#: they were, every string in them through the egress.
 FILES = "files"
+SCAN_PDF = "JVBERi0xLjQgc2Nhbg=="  # base64 of a tiny PDF header
 
 
 # -- the scripted models ------------------------------------------------------------------
