@@ -293,7 +293,7 @@ class HistoryRound:
             prepared = self.prepare()
             body = None if prepared.plan.fold else render(prepared)
             digest = None if body is None else body_digest(
-                body if isinstance(body, History) else self._render(prepared))
+                body if isinstance(body, History) else self._render(prepared, quiet=True))
             if isinstance(self.commit(prepared), Ready):
                 assert body is not None and digest is not None
                 if self.records:
@@ -311,11 +311,14 @@ class HistoryRound:
     def _build(self) -> History[Any]:
         return self.run(self._render)
 
-    def _render(self, prepared: PreparedRound) -> History[Any]:
-        """The plan in the round's wire format, scrubbed as one body."""
+    def _render(self, prepared: PreparedRound, *, quiet: bool = False) -> History[Any]:
+        """The plan in the round's wire format, scrubbed as one body (``quiet``: only to
+        be hashed, so its info is not worked out, nor an over-budget warning logged)."""
         outgoing = dataclasses.replace(prepared.plan.outgoing,
                                        summary_role=self.compressor.config.summary_role)
-        history = get_format(self.format).to_wire(outgoing, self.info(prepared))
+        info = HistoryInfo(prepared.plan.tokens, self.compressor.config.max_history_tokens,
+                           format=self.format) if quiet else self.info(prepared)
+        history = get_format(self.format).to_wire(outgoing, info)
         return scrubbed(history, prepared.egress, self.session)
 
     def info(self, prepared: PreparedRound) -> HistoryInfo:
