@@ -284,7 +284,8 @@ class Repository:
         ``settle``: the quota reservation the batch answers, settled in its transaction."""
         if not batch:
             raise InvalidMessage("nothing to append: the batch is empty")
-        return procedures.append(self._transport, session_id, batch, self.clock, settle)
+        # Whole: on aiosqlite, one trip to the driver's thread for the transaction.
+        return self._transport.run(procedures.append, session_id, batch, self.clock, settle)
 
     @retrying_reads
     def read_messages(self, session_id: str, *, after_seq: int = 0,
