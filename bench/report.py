@@ -394,6 +394,30 @@ at the small size, at least `10x` at the large one, chatkeep within budget; rows
         quick=("--turns", "15"), optional=True,
         modules=("agents", "pydantic_ai", "langchain", "langgraph.checkpoint.sqlite")),
     Bench(
+        "otel", "What the OpenTelemetry hooks cost",
+        """\
+`bench/otel.py` times one `build_history` round on a SQLite file (within budget: no fold,
+no model call) four ways, interleaved round by round in one process: with the hooks off
+(as if `opentelemetry` were not installed, the peer of every ratio), with the API alone
+(its proxy tracer, no provider), with the API's no-op providers, and with the SDK
+recording into an in-memory exporter and metric reader. The target: at most `1.05x`
+with the API alone; the SDK rows show what recording every span and metric costs on
+top.""",
+        quick=("--turns", "100", "--rounds", "5"), modules=("opentelemetry",)),
+    Bench(
+        "dump", "Export and import beside the stores' own tools",
+        """\
+`bench/dump.py` exports a whole database with `chatkeep export` and imports it into an
+empty one with `chatkeep import`, each in a process of its own that reports its peak
+resident memory and its seconds, beside `sqlite3 .dump` / `sqlite3 <` on SQLite and
+`pg_dump` / `psql -f` on PostgreSQL on the same data. The claim under test is flat
+memory: an export streams (a server-side cursor on PostgreSQL) and an import holds one
+batch, so the peak at the larger size stays close to the smaller's (the ratio under each
+table). chatkeep's import checks every row twice and writes in one transaction; the
+tools trust their input, so they are faster: the rows/s column says by how much.""",
+        full=("--postgres", "{pg}"), quick=("--messages", "5000,20000", "--postgres", "{pg}"),
+        services=("{pg}",)),
+    Bench(
         "quotas", "A turn with a quota, and one without",
         """\
 `bench/quotas.py` runs the turn a hand-written loop runs around its model call (the call
@@ -428,6 +452,17 @@ a quiet machine; the bare interpreter's row says how quiet it was. A read comman
 neither the history, privacy and memory layers nor the SDKs
 (`tests/cli/test_read_startup.py`).""",
         full=("--peer-rev", "058201a"), quick=("--runs", "5", "--peer-rev", "058201a")),
+    Bench(
+        "replay", "Replaying a past turn",
+        """\
+`bench/replay.py` records a few hundred turns on a session of a hundred thousand
+messages, then replays a turn from the middle of it (`keep.replay`) beside one
+`build_history` of the session's newest turn, the calls interleaved, on SQLite and
+PostgreSQL. Every replay must match its recorded hash; the table gives each call's p50
+and p95 and the manifests' size. The targets: a replay's p95 at most `50 ms` on this
+machine, and a manifest at most `300` bytes.""",
+        full=("--postgres", "{pg}"), quick=("--calls", "100", "--postgres", "{pg}"),
+        services=("{pg}",)),
 )
 BY_NAME = {bench.name: bench for bench in BENCHES}
 
