@@ -50,7 +50,9 @@ from chatkeep.integrations.openai_agents import ChatkeepSession
 from chatkeep.testing import FakeOpenAIServer, Reply
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "privacy"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "observability"))
 from egress_helpers import FORMS, KINDS, POOLS, assert_never_raw, written
+from otel_helpers import EXPORTER  # chatkeep's OpenTelemetry spans, in memory
 from test_openai_agents_edges import Recorder
 
 ORG = Ref("organization", 1)
@@ -199,6 +201,7 @@ def test_no_raw_value_leaves_any_part_of_an_agents_sdk_run(
         example: Example) -> None:
     recorder.items.clear()
     recorder.exports.clear()
+    EXPORTER.clear()
     values = example.values
     url = f"sqlite:///{tmp_path_factory.mktemp('agents_property') / 'chat.db'}"
     server = FakeOpenAIServer(responder=responder).start()
@@ -293,4 +296,10 @@ def test_no_raw_value_leaves_any_part_of_an_agents_sdk_run(
                      values)
     kinds = {json.loads(e).get("span_data", {}).get("type") for e in recorder.exports}
     assert {"agent", "function", "handoff", "guardrail"} <= kinds, kinds
+    spans = EXPORTER.get_finished_spans()  # chatkeep's own: the rounds, each model request
+    assert any(dict(span.attributes or {}).get("chatkeep.framework") == "openai_agents"
+               for span in spans)
+    assert_never_raw([(f"otel span {span.name}", json.dumps(dict(span.attributes or {}),
+                                                            default=str)) for span in spans],
+                     values)
     assert any("<EMAIL_1>" in b for b in bodies)
