@@ -684,15 +684,10 @@ def reserve_call(core: Chatkeep, prepared: _Prepared, call: _Call) -> Reservatio
 def usage_of(response: ModelResult) -> int | None:
     """The tokens a model call used, from its answer's ``usage_metadata`` (input plus
     output); ``None`` when the answer reports none (the reserved amount then counts)."""
-    if isinstance(response, ExtendedModelResponse):
-        response = response.model_response
-    messages = response.result if isinstance(response, ModelResponse) else [response]
-    used = [m.usage_metadata for m in messages
-            if isinstance(m, AIMessage) and m.usage_metadata is not None]
-    if not used:
+    input_tokens, output_tokens = tokens_of(response)
+    if input_tokens is None or output_tokens is None:
         return None
-    return sum(int(u.get("input_tokens") or 0) + int(u.get("output_tokens") or 0)
-               for u in used)
+    return input_tokens + output_tokens
 
 
 def traced(prepared: _Prepared, request: ModelRequest[Any]) -> AbstractContextManager[CallRecord]:
