@@ -208,6 +208,7 @@ def test_a_dump_carries_expiry_and_refuses_a_time_to_live_without_it(
     source_url = f"sqlite:///{tmp_path / 'source.db'}"
     with Chatkeep(source_url) as source:
         fact = source.memory.add(T1, "moves with its expiry")
+        set_at = datetime.now(UTC)  # not NOW: the module may have been imported long ago
         assert source.memory.store.writes.set_expiry(T1, fact.id, 3600)
         lines = list(dump_lines(source.engine, head_revision(), T1))
     (tmp_path / "ok.jsonl").write_bytes(b"".join(lines))
@@ -215,7 +216,7 @@ def test_a_dump_carries_expiry_and_refuses_a_time_to_live_without_it(
         restore_file(target.engine, tmp_path / "ok.jsonl", head_revision())
         [moved] = target.memory.list(T1)
         assert moved.expires_at is not None
-        assert abs(moved.expires_at - NOW - timedelta(hours=1)) < timedelta(minutes=5)
+        assert abs(moved.expires_at - set_at - timedelta(hours=1)) < timedelta(minutes=5)
     from chatkeep.store.dump_format import decoded
 
     row = next(json.loads(line)["row"] for line in lines

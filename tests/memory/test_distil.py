@@ -56,9 +56,10 @@ def test_compression_dispatches_distil_with_the_session_id_only(
     keep.compressor.build_history(s, "system")
     assert s.summary == "SUMMARY"
     assert dispatcher.jobs == [("distil", s.id)]
-    # the jobs a worker knows: distillation, and the fold of a backlog (no job this turn:
-    # its fold made one summarizer call, within chat.max_fold_calls_per_turn)
-    assert set(dispatcher.handlers) == {"distil", "fold"}
+    # the jobs a worker knows: distillation, the fold of a backlog (no job this turn: its
+    # fold made one summarizer call, within chat.max_fold_calls_per_turn) and the quota
+    # reservations' sweep
+    assert set(dispatcher.handlers) == {"distil", "fold", "quota_sweep"}
     # What a worker does with that id alone:
     player.will_extract(("subject", "M-100 is a lease dispute."))
     dispatcher.handlers["distil"](s.id)

@@ -25,6 +25,8 @@ ALLOWED_CLIENT_CALLS = {
     ("llm/openai_client.py", "complete"): "the chat transport, reached via GuardedChatModel",
     (EMBEDDINGS_TRANSPORT, "embed"): "the embeddings transport, reached via _send",
     (EMBEDDINGS_TRANSPORT, "_batch"): "the embeddings transport, reached via _send",
+    (EMBEDDINGS_TRANSPORT, "embed_counted"): "the async transport's counting call, reached "
+                                             "via _send (the bridge's embed_counted)",
 }
 ALLOWED_COMPLETE = {
     ("llm/adapt.py", "complete"): "GuardedChatModel: the scrubbed body to the inner model",
@@ -34,9 +36,12 @@ ALLOWED_COMPLETE = {
 }
 ALLOWED_EMBED = {
     ("memory/hybrid.py", "_send"): "texts masked by its callers",
+    ("memory/hybrid.py", "call"): "_send's own call (the quota's reservation around it)",
     ("aio/bridge.py", "embed"): "BridgedEmbedder: the inner of the core's embedder",
+    ("aio/bridge.py", "embed_counted"): "BridgedEmbedder's counting call, the same inner",
     ("memory/distiller.py", "_embed"): "HybridRetriever.embed, which masks",
-    ("memory/service.py", "embed_missing"): "HybridRetriever.embed, which masks",
+    ("memory/service.py", "_embed_page"): "HybridRetriever.embed, which masks (the "
+                                          "backfill's page, reserved on its tenant)",
     ("memory/service.py", "_write"): "HybridRetriever.embed, which masks",
 }
 

@@ -77,19 +77,28 @@ def instruments() -> _Instruments:
     return _made[0]
 
 
+def labels(base: dict[str, Any]) -> dict[str, Any]:
+    """A call's span attributes as metric labels: without the session id, which names one
+    conversation of an unbounded number (a series per session would exhaust a metric's
+    attribute sets, the SDK's cardinality limit, and every backend's budget); tenant,
+    purpose, operation, provider and models stay."""
+    return {key: value for key, value in base.items() if key != a.SESSION_ID}
+
+
 def record_tokens(base: dict[str, Any], input_tokens: int | None,
                   output_tokens: int | None) -> None:
     """Token usage of one call: ``base`` holds its operation, provider, models and scope."""
     histogram = instruments().tokens
+    series = labels(base)
     if input_tokens is not None:
-        histogram.record(input_tokens, {**base, a.TOKEN_TYPE: "input"})
+        histogram.record(input_tokens, {**series, a.TOKEN_TYPE: "input"})
     if output_tokens is not None:
-        histogram.record(output_tokens, {**base, a.TOKEN_TYPE: "output"})
+        histogram.record(output_tokens, {**series, a.TOKEN_TYPE: "output"})
 
 
 def record_duration(base: dict[str, Any], seconds: float) -> None:
     """Duration of one GenAI operation (``base`` with ``error.type`` when it failed)."""
-    instruments().duration.record(seconds, base)
+    instruments().duration.record(seconds, labels(base))
 
 
 def record_fold(tenant: str | None, outcome: str) -> None:
