@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.seeded import ALICE, ORG, dump, seed
 from sqlalchemy import String
 
 from chatkeep import (
@@ -42,6 +41,7 @@ from chatkeep.validation import (
     check_metadata,
     text_problem,
 )
+from support.seeded import ALICE, ORG, dump, seed
 
 pytestmark = pytest.mark.sync_api  # dumps tables below the public API
 

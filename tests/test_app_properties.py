@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 import typer
-from support.seeded import ALICE, ORG, WriteWatch, dump, seed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -27,6 +26,7 @@ from typer.testing import CliRunner
 from chatkeep import Chatkeep, ChatkeepError, ChatSession, MessageDraft, Ref, Role, Usage
 from chatkeep.cli import app
 from chatkeep.cli.common import parse_time
+from support.seeded import ALICE, ORG, WriteWatch, dump, seed
 
 pytestmark = pytest.mark.sync_api  # dumps tables and seeds memories below the public API
 

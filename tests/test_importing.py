@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.seeded import ORG, dump, seed
 from sqlalchemy import text
 from typer.testing import CliRunner
 
 from chatkeep import Chatkeep, InvalidMessage, Ref, StoreError
 from chatkeep.cli import app
 from chatkeep.importing import import_file, read_jsonl
+from support.seeded import ORG, dump, seed
 
 pytestmark = pytest.mark.sync_api  # dumps tables and installs triggers below the API
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 import typer.main
-from support.seeded import ORG, seed
 from typer.testing import CliRunner
 
 from chatkeep import Chatkeep, Ref, __version__
@@ -21,6 +20,7 @@ from chatkeep.cli import app
 from chatkeep.cli.common import hoist_verbose
 from chatkeep.cli.sessions import WireFormatName
 from chatkeep.formats import FORMATS
+from support.seeded import ORG, seed
 
 runner = CliRunner()
 OFFLINE = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "CHATKEEP_DATABASE_URL": "",
