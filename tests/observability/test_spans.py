@@ -118,15 +118,15 @@ def test_a_turn_that_folds_is_one_tree_of_convention_spans(world: World,
 
 def test_metrics_follow_the_conventions_by_tenant_and_purpose(world: World,
                                                               telemetry: Telemetry) -> None:
-    session = _turns(world, tenant=Ref("organization", 8))  # its own metric series
+    session = _turns(world, tenant=Ref("organization", 80808))  # its own metric series
     before = {name: _totals(telemetry, name) for name in
               ("chatkeep.folds", "chatkeep.quota.refused", "chatkeep.store.duration")}
     world.keep.compressor.build_history(session, "You help.")
-    record_quota_refusal("organization:8", "summary")
+    record_quota_refusal("organization:80808", "summary")
     record_store_duration("compare_and_set", 0.002)
 
     usage = [p for p in telemetry.points("gen_ai.client.token.usage")
-             if dict(p.attributes).get("chatkeep.tenant") == "organization:8"]
+             if dict(p.attributes).get("chatkeep.tenant") == "organization:80808"]
     assert usage
     labels = [dict(p.attributes) for p in usage]
     summary_input = [p for p, lab in zip(usage, labels, strict=True)
@@ -138,12 +138,12 @@ def test_metrics_follow_the_conventions_by_tenant_and_purpose(world: World,
         assert lab["gen_ai.provider.name"] == "openai"
         assert lab["gen_ai.request.model"] == "gpt-4o-mini"
         assert lab["gen_ai.token.type"] in ("input", "output")
-        assert lab["chatkeep.tenant"] == "organization:8"
+        assert lab["chatkeep.tenant"] == "organization:80808"
         assert lab["chatkeep.purpose"] in ("summary", "distil")
     assert {lab["chatkeep.purpose"] for lab in labels} == {"summary", "distil"}
 
     durations = [p for p in telemetry.points("gen_ai.client.operation.duration")
-                 if dict(p.attributes).get("chatkeep.tenant") == "organization:8"]
+                 if dict(p.attributes).get("chatkeep.tenant") == "organization:80808"]
     operations = {dict(p.attributes)["gen_ai.operation.name"] for p in durations}
     assert operations == {"chat", "embeddings"}
     assert all(p.count >= 1 and p.sum >= 0 for p in durations)
@@ -153,9 +153,9 @@ def test_metrics_follow_the_conventions_by_tenant_and_purpose(world: World,
         return {k: v - then.get(k, 0) for k, v in now.items() if v != then.get(k, 0)}
 
     assert grew("chatkeep.folds") == {
-        (("chatkeep.fold.outcome", "folded"), ("chatkeep.tenant", "organization:8")): 1}
+        (("chatkeep.fold.outcome", "folded"), ("chatkeep.tenant", "organization:80808")): 1}
     assert grew("chatkeep.quota.refused") == {
-        (("chatkeep.purpose", "summary"), ("chatkeep.tenant", "organization:8")): 1}
+        (("chatkeep.purpose", "summary"), ("chatkeep.tenant", "organization:80808")): 1}
     store = grew("chatkeep.store.duration")
     assert store[(("chatkeep.store.operation", "read_history"),)] >= 2  # plan, fold, plan
     assert store[(("chatkeep.store.operation", "compare_and_set"),)] == 1
