@@ -42,12 +42,12 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 
 from chatkeep.errors import QuotaExceeded
 from chatkeep.refs import Ref
 from chatkeep.store.direct import driver_transport
 from chatkeep.store.executor import CoreTransport, Executor, Transport
+from chatkeep.store.lazy import LazyStatements, dialect_insert
 from chatkeep.store.rows import as_utc, utcnow
 from chatkeep.store.schema import TS, chat_quotas, chat_reservations
 from chatkeep.store.statements import PG_APPEND
@@ -103,9 +103,11 @@ SET_QUOTA = (update(chat_quotas).where(_KEYS)
                      updated_at=bindparam("b_at"))
              .returning(*_RETURNED))
 INSERT_QUOTA = insert(chat_quotas)
-INSERT_DEFAULT = {"sqlite": sqlite.insert(chat_quotas).on_conflict_do_nothing(),
-                  "postgresql": postgresql.insert(chat_quotas).on_conflict_do_nothing()}
-"""The config's default quota for a tenant that has none (a concurrent insert wins)."""
+INSERT_DEFAULT = LazyStatements(
+    ("sqlite", "postgresql"),
+    lambda dialect: dialect_insert(dialect, chat_quotas).on_conflict_do_nothing())
+"""The config's default quota for a tenant that has none (a concurrent insert wins); per
+dialect, built on first use (PostgreSQL's construct imports its dialect)."""
 CLEAR_QUOTA = delete(chat_quotas).where(_KEYS).returning(_Q.scope_key)
 RESERVATIONS_OF = (select(_R.id, _R.tokens, _R.purpose, _R.session_id, _R.lease_until,
                           _R.key_a, _R.key_b)
@@ -204,8 +206,9 @@ def _with_settle(append: Select[Any]) -> Select[Any]:
     return append.add_cte(taken).add_cte(settled)
 
 
-PG_APPEND_SETTLE = {usage: _with_settle(PG_APPEND[usage]) for usage in (False, True)}
-""":data:`~chatkeep.store.statements.PG_APPEND` with a reservation's settle (CTEs)."""
+PG_APPEND_SETTLE = LazyStatements((False, True), lambda usage: _with_settle(PG_APPEND[usage]))
+""":data:`~chatkeep.store.statements.PG_APPEND` with a reservation's settle (CTEs), without
+and with usage rows; built on first use (only PostgreSQL runs it)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,13 +28,13 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 
 from chatkeep.errors import SessionNotFound, StoreError
 from chatkeep.messages import Message
 from chatkeep.refs import Ref
 from chatkeep.store.connections import reading
 from chatkeep.store.executor import Transport
+from chatkeep.store.lazy import dialect_insert
 from chatkeep.store.rows import (
     SessionRow,
     as_utc,
@@ -106,9 +106,9 @@ def _manifest_statements(dialect: str) -> tuple[Any, Any]:
     statement object once)."""
     found = _STATEMENTS.get(dialect)
     if found is None:
-        dialect_insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        texts_dialect = "postgresql" if dialect == "postgresql" else "sqlite"
         found = _STATEMENTS[dialect] = (
-            dialect_insert(chat_replay_texts).on_conflict_do_nothing(),
+            dialect_insert(texts_dialect, chat_replay_texts).on_conflict_do_nothing(),
             insert(chat_replay_manifests).from_select(
                 ["session_id", "tenant_type", "tenant_id", "tenant_id_int", "turn",
                  "last_seq", "created_at", "manifest"],
