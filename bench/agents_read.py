@@ -1,0 +1,218 @@
+"""The Agents SDK's bounded read: ``ChatkeepSession.get_items(limit=20)`` beside the SDK's
+own ``SQLiteSession.get_items(limit=20)``, at 100 and 100,000 stored items, in one run.
+
+    pip install -e ".[bench]"      # the SDK, for this benchmark only
+    python bench/agents_read.py [--markdown] [--sizes 100,100000] [--limit 20]
+                                [--calls 3000] [--block 50] [--synchronous FULL] [--dir DIR]
+
+The read the SDK's runner makes when ``SessionSettings(limit=...)`` bounds what a turn
+is sent (issue 37): the newest ``limit`` items, oldest first. Each side holds one session
+per size in a SQLite file of its own, in WAL mode, in the same folder (same disk), at the
+same ``synchronous`` level (``--synchronous``: the SDK's default FULL, and chatkeep's
+``store.sqlite_synchronous`` default; a read syncs nothing, but the level is pinned alike
+anyway). Both are seeded untimed with the same items, alternating a user message and an
+assistant ``message`` item (the SDK's ``add_items`` in batches; chatkeep's
+``ChatkeepSession.add_items`` in the same batches, on ``AsyncChatkeep`` with its default
+SQLite driver and summaries offline). Before timing, one read per size checks that both
+return the same ``limit`` items.
+
+The SDK is used as documented (``await session.get_items(limit=20)``: one query on a
+worker thread). chatkeep: ``await ChatkeepSession(keep, key, tenant=...).get_items(
+limit=20)`` on a session that does not redact (a redacting one refuses the read outside
+``session.run``). The two take turns in blocks of ``--block`` calls, the block's first
+side alternating, garbage collected (untimed) between blocks; each call is timed. The
+table gives each side's p50, mean and p90 per call, and the ratios SDK / chatkeep of the
+p50s and of the means at the same size (above ``1.00x``: chatkeep's read is faster).
+Target: ``>= 1.0x`` at both sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import platform
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from chatkeep import Ref
+from chatkeep.aio import AsyncChatkeep
+
+try:
+    from agents.memory import SQLiteSession
+
+    from chatkeep.integrations.openai_agents import ChatkeepSession
+except ImportError:  # pragma: no cover - the bench extra is missing
+    sys.exit('the OpenAI Agents SDK is needed: pip install -e ".[bench]"')
+
+ORG = Ref("organization", 1)
+SEED_BATCH = 1000
+"""Items per ``add_items`` while seeding (both sides)."""
+
+
+class PinnedSQLiteSession(SQLiteSession):
+    """The SDK's session with ``synchronous`` pinned (its default is FULL already)."""
+
+    synchronous = "FULL"
+
+    @classmethod
+    def _configure_connection(cls, conn: sqlite3.Connection) -> None:
+        SQLiteSession._configure_connection(conn)
+        conn.execute(f"PRAGMA synchronous={cls.synchronous}")
+
+
+def item_pair(index: int) -> list[dict[str, Any]]:
+    """The ``index``-th exchange: a user message and the assistant's message item."""
+    clause = index % 40
+    return [{"role": "user", "content": f"Question {index}: what does clause {clause} of "
+                                        "the lease say about notice periods?"},
+            {"id": f"msg_{index:08x}", "type": "message", "role": "assistant",
+             "status": "completed",
+             "content": [{"type": "output_text", "annotations": [],
+                          "text": f"Answer {index}: clause {clause} requires written "
+                                  "notice thirty days before the end of the term."}]}]
+
+
+async def seed(add: Callable[[list[Any]], Awaitable[None]], items: int) -> None:
+    """``items`` items through ``add``, in batches of ``SEED_BATCH``."""
+    batch: list[Any] = []
+    for index in range(items // 2):
+        batch.extend(item_pair(index))
+        if len(batch) >= SEED_BATCH:
+            await add(batch)
+            batch = []
+    if batch:
+        await add(batch)
+
+
+class Side:
+    """One contender at one size: its read, and each call's seconds."""
+
+    def __init__(self, name: str, read: Callable[[], Awaitable[list[Any]]]) -> None:
+        self.name, self.read = name, read
+        self.seconds: list[float] = []
+
+    async def block(self, calls: int) -> None:
+        for _ in range(calls):
+            started = time.perf_counter()
+            await self.read()
+            self.seconds.append(time.perf_counter() - started)
+
+    def ms(self, q: float) -> float:
+        """The ``q`` quantile of one call, in milliseconds (0.5: the median)."""
+        if q == 0.5:
+            return 1000 * statistics.median(self.seconds)
+        cuts = statistics.quantiles(self.seconds, n=10, method="inclusive")
+        return 1000 * cuts[int(q * 10) - 1]
+
+    @property
+    def mean_ms(self) -> float:
+        return 1000 * statistics.fmean(self.seconds)
+
+
+async def contenders(directory: Path, items: int, limit: int, synchronous: str,
+                     keep: AsyncChatkeep) -> tuple[Side, Side]:
+    """The SDK's session and chatkeep's, each seeded with ``items`` items, checked to
+    return the same newest ``limit``."""
+    kind = type(f"SQLiteSession{synchronous}", (PinnedSQLiteSession,),
+                {"synchronous": synchronous})
+    theirs = kind(f"bench-{items}", directory / f"agents-sdk-{items}.db")
+    ours = await ChatkeepSession.open(keep, tenant=ORG, session_id=f"bench-{items}",
+                                      anonymize_pii=False)
+    started = time.perf_counter()
+    await seed(theirs.add_items, items)
+    await seed(ours.add_items, items)
+    print(f"seeded {items:,} items on each side in {time.perf_counter() - started:.1f} s",
+          file=sys.stderr)
+    sdk_items, our_items = await theirs.get_items(limit=limit), await ours.get_items(limit)
+    if our_items != sdk_items:
+        raise SystemExit(f"at {items:,} items the two sessions' newest {limit} differ:\n"
+                         f"SDK: {sdk_items[:2]}...\nchatkeep: {our_items[:2]}...")
+
+    async def sdk_read() -> list[Any]:
+        items: list[Any] = await theirs.get_items(limit=limit)
+        return items
+
+    async def our_read() -> list[Any]:
+        return await ours.get_items(limit=limit)
+
+    return (Side("Agents SDK SQLiteSession", sdk_read), Side("ChatkeepSession", our_read))
+
+
+async def run(directory: Path, sizes: Sequence[int], limit: int, calls: int, block: int,
+              synchronous: str) -> None:
+    keep = AsyncChatkeep(f"sqlite:///{directory / 'chatkeep.db'}", dispatcher="inline",
+                         config={"store": {"sqlite_synchronous": synchronous},
+                                 "privacy": {"anonymize_pii": False}})
+    await keep.start()
+    try:
+        pairs = [await contenders(directory, items, limit, synchronous, keep)
+                 for items in sizes]
+        for sdk, ours in pairs:  # warm-up: connections, caches, code paths
+            await sdk.block(50)
+            await ours.block(50)
+            sdk.seconds, ours.seconds = [], []
+        for index, start in enumerate(range(0, calls, block)):
+            n = min(block, calls - start)
+            for pair in pairs:
+                for side in (pair if index % 2 == 0 else pair[::-1]):
+                    gc.collect()
+                    await side.block(n)
+    finally:
+        await keep.close()
+    print(f"`get_items(limit={limit})`, {calls:,} calls per side and size in blocks of "
+          f"{block}, the sides alternating; SQLite files in WAL mode at "
+          f"`synchronous={synchronous}`; Python {platform.python_version()}, SQLite "
+          f"{sqlite3.sqlite_version}, {platform.machine()}\n")
+    print("| stored items | session | p50 ms | mean ms | p90 ms | SDK / chatkeep p50 | "
+          "SDK / chatkeep mean |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
+    for items, (sdk, ours) in zip(sizes, pairs, strict=True):
+        for side in (sdk, ours):
+            ratios = "| | |" if side is sdk else (
+                f"| {sdk.ms(0.5) / ours.ms(0.5):.2f}x | {sdk.mean_ms / ours.mean_ms:.2f}x |")
+            print(f"| {items:,} | {side.name} | {side.ms(0.5):.3f} | {side.mean_ms:.3f} | "
+                  f"{side.ms(0.9):.3f} {ratios}")
+    worst = min(sdk.ms(0.5) / ours.ms(0.5) for sdk, ours in pairs)
+    print(f"\nTarget `>= 1.0x` (SDK / chatkeep p50) at every size: "
+          f"{'met' if worst >= 1.0 else 'not met'} (lowest {worst:.2f}x).")
+
+
+def sizes(value: str) -> list[int]:
+    return [int(part) for part in value.split(",") if part]
+
+
+def main() -> None:
+    """Parse the arguments and run in a temporary folder (or ``--dir``)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=sizes, default=[100, 100_000])
+    parser.add_argument("--limit", type=int, default=20)
+    parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--block", type=int, default=50)
+    parser.add_argument("--synchronous", default="FULL", choices=("FULL", "NORMAL"))
+    parser.add_argument("--dir", type=Path, default=None,
+                        help="folder for the database files (default: a temporary one)")
+    parser.add_argument("--markdown", action="store_true",
+                        help="Markdown output (it is already; for bench/report.py)")
+    args = parser.parse_args()
+
+    def go(directory: Path) -> None:
+        asyncio.run(run(directory, args.sizes, args.limit, args.calls, args.block,
+                        args.synchronous))
+
+    if args.dir is not None:
+        args.dir.mkdir(parents=True, exist_ok=True)
+        go(args.dir)
+        return
+    with tempfile.TemporaryDirectory(prefix="chatkeep-agents-read-") as tmp:
+        go(Path(tmp))
+
+
+if __name__ == "__main__":
+    main()
