@@ -181,14 +181,14 @@ class HistoryCompressor:
         """
         if max_output_tokens is not None:
             check_output_ceiling(max_output_tokens)
-        history = self.round(session, system_prompt, memories=memories,
-                             format=format).build()
-        if max_output_tokens is None or self.quotas is None:
-            return history
-        held = self.quotas.reserve(session.tenant, history.info.tokens + max_output_tokens,
-                                   actor=session.actor, session_id=session.id,
-                                   purpose="chat")
-        if held.id is not None:
+        history_round = self.round(session, system_prompt, memories=memories, format=format)
+        if max_output_tokens is not None and self.quotas is not None:
+            history_round.pending = self.quotas.pending(
+                session.tenant, max_output_tokens, actor=session.actor, session_id=session.id,
+                purpose="chat")
+        history = history_round.build()
+        held = history_round.held
+        if held is not None and held.id is not None:
             hold_reservation(session, held)
             history.info = dataclasses.replace(history.info, reservation=held.id)
         return history

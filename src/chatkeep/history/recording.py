@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from chatkeep.history.manifest import (
@@ -26,6 +26,7 @@ from chatkeep.history.manifest import (
 
 if TYPE_CHECKING:
     from chatkeep.history.round import HistoryRound, PreparedRound
+    from chatkeep.store.executor import Executor
 
 __all__ = ["body_digest", "privacy_digest", "record"]
 
@@ -78,9 +79,11 @@ def _snapshot(compressor: Any) -> str:
     return cached[1]
 
 
-def record(history_round: HistoryRound, prepared: PreparedRound, digest: str) -> int:
+def record(history_round: HistoryRound, prepared: PreparedRound, digest: str, *,
+           also: Callable[[Executor], object] | None = None) -> int:
     """Store the manifest of ``prepared`` (its body's SHA-256 is ``digest``) as the
-    session's next turn; returns the turn."""
+    session's next turn; returns the turn. ``also`` writes more in the same transaction
+    (the call's quota reservation); what it raises rolls the manifest back too."""
     compressor, session = history_round.compressor, history_round.session
     texts: dict[str, str] = {}
 
@@ -101,7 +104,8 @@ def record(history_round: HistoryRound, prepared: PreparedRound, digest: str) ->
         keep_closed_tool_turns=history_round.keep_closed_tool_turns,
         redacted=vault is not None)
     return history_round._repository.record_manifest(
-        session.id, prepared.row.tenant, prepared.last_seq, manifest.encode(), texts)
+        session.id, prepared.row.tenant, prepared.last_seq, manifest.encode(), texts,
+        also=also)
 
 
 def _memories(recalled: Sequence[Any], named: Any) -> tuple[int | str, ...]:

@@ -45,6 +45,9 @@ from chatkeep.store.rows import utcnow
 
 if TYPE_CHECKING:
     from chatkeep.history.compressor import HistoryCompressor, RecalledMemory
+    from chatkeep.quotas.reservations import Reservation
+    from chatkeep.quotas.service import PendingReservation
+    from chatkeep.store.executor import Executor
 
 log = logging.getLogger("chatkeep.history")
 
@@ -230,6 +233,11 @@ class HistoryRound:
         """Whether the request this round lets leave records its manifest (the background
         fold job's rounds send nothing, so they record none)."""
         self.turn: int | None = None
+        self.pending: PendingReservation | None = None
+        """A reservation to hold for the call this round lets leave (its tokens plus the
+        plan's estimate), written with the request's manifest, in its transaction."""
+        self.held: Reservation | None = None
+        """The reservation :attr:`pending` became, once the body was let leave."""
         """The turn the request this round let leave was recorded as (its replay
         manifest, :mod:`chatkeep.history.manifest`), once it did."""
         self.keep_closed_tool_turns, self.allow_fold = keep_closed_tool_turns, allow_fold
@@ -296,9 +304,25 @@ class HistoryRound:
                 body if isinstance(body, History) else self._render(prepared, quiet=True))
             if isinstance(self.commit(prepared), Ready):
                 assert body is not None and digest is not None
-                if self.records:
-                    self.turn = record(self, prepared, digest)
+                self._release(prepared, digest)
                 return body
+
+    def _release(self, prepared: PreparedRound, digest: str) -> None:
+        """What letting a body leave writes, in one transaction: its manifest, and the
+        call's reservation (:attr:`pending`, its tokens plus the plan's estimate) when
+        one is asked for; a refused reservation (``QuotaExceeded``) leaves neither."""
+        pending = self.pending
+
+        def hold(ex: Executor) -> None:
+            assert pending is not None
+            self.held = pending.hold_in(ex, prepared.plan.tokens)
+
+        if self.records:
+            self.turn = record(self, prepared, digest, also=None if pending is None else hold)
+        elif pending is not None:
+            self.held = pending.service.reserve(
+                pending.tenant, pending.tokens + prepared.plan.tokens, actor=pending.actor,
+                session_id=pending.session_id, purpose=pending.purpose)
 
     def build(self) -> History[Any]:
         """The round as ``build_history`` runs it: the plan in the round's wire format,

@@ -3,7 +3,8 @@
 (``keep.quotas``). The SQL is :mod:`chatkeep.store.quotas`."""
 
 from chatkeep.quotas.reservations import Reservation, used_tokens
-from chatkeep.quotas.service import Quota, QuotaService
+from chatkeep.quotas.service import PendingReservation, Quota, QuotaService
 from chatkeep.quotas.windows import Window, parse_window
 
-__all__ = ["Quota", "QuotaService", "Reservation", "Window", "parse_window", "used_tokens"]
+__all__ = ["PendingReservation", "Quota", "QuotaService", "Reservation", "Window",
+           "parse_window", "used_tokens"]

@@ -9,6 +9,7 @@ need the database (does the reservation fit?) are one transaction of
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +28,8 @@ from chatkeep.quotas.windows import (
     stored_window,
 )
 from chatkeep.refs import Ref, require_ref
-from chatkeep.store.quotas import Clock, QuotaRow, QuotaStore
+from chatkeep.store.executor import Executor
+from chatkeep.store.quotas import Clock, Held, QuotaRow, QuotaStore
 from chatkeep.store.rows import utcnow
 
 log = logging.getLogger("chatkeep.quotas")
@@ -57,6 +59,38 @@ class Quota:
     def remaining(self) -> int:
         """What a reservation may still take."""
         return max(0, self.tokens - self.spent - self.reserved)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingReservation:
+    """A reservation checked but not yet written (:meth:`QuotaService.pending`):
+    :meth:`hold_in` writes it with another write's executor, in that write's
+    transaction, adding the tokens only known then (the request's estimate)."""
+
+    service: QuotaService
+    tenant: Ref
+    actor: Ref | None
+    tokens: int
+    purpose: str
+    session_id: str | None
+
+    def hold_in(self, ex: Executor, more_tokens: int = 0) -> Reservation:
+        """Write it with ``ex`` (inside its transaction), holding ``tokens`` plus
+        ``more_tokens``, its lease starting now: ``QuotaExceeded`` when a quota cannot
+        hold them, which rolls the whole transaction back (nothing of it is written)."""
+        tokens = self.tokens + check_tokens(more_tokens, "more_tokens")
+        clock, lease_until, default = self.service._terms()
+        held = self.service.store.reserve_in(
+            ex, self.tenant, self.actor, tokens, clock, lease_until=lease_until,
+            purpose=self.purpose, session_id=self.session_id, default=default)
+        return dataclasses.replace(self, tokens=tokens).reservation(held)
+
+    def reservation(self, held: Held | None) -> Reservation:
+        """The caller's handle on what was written (``held``; ``None``: no quota
+        applied, nothing written)."""
+        return Reservation(None if held is None else held.id, self.tokens, self.tenant,
+                           self.actor, purpose=self.purpose, session_id=self.session_id,
+                           settler=self.service._settle, clock=self.service._clock)
 
 
 def check_tokens(tokens: object, what: str = "tokens") -> int:
@@ -161,23 +195,37 @@ class QuotaService:
                 reply = client.chat.completions.create(..., max_tokens=1000)
                 held.settle(reply.usage)
         """
+        pending = self.pending(tenant, tokens, actor=actor, session_id=session_id,
+                               purpose=purpose)
+        clock, lease_until, default = self._terms()
+        return pending.reservation(self.store.reserve(
+            pending.tenant, pending.actor, tokens, clock, lease_until=lease_until,
+            purpose=purpose, session_id=session_id, default=default))
+
+    def pending(self, tenant: Ref, tokens: int, *, actor: Ref | None = None,
+                session_id: str | None = None, purpose: str = "chat") -> PendingReservation:
+        """A reservation checked (typed errors now) and ready to be written inside
+        another write's transaction (:meth:`PendingReservation.hold_in`): how
+        ``build_history(max_output_tokens=)`` holds the call's tokens in the transaction
+        that records the request's manifest, so holding them adds no commit of its own."""
         require_ref(tenant, "tenant")
         who = _actor(actor)
         check_tokens(tokens)
         if purpose not in PURPOSES:
             raise InvalidArgument(f"purpose must be one of {', '.join(PURPOSES)}, got "
                                   f"{purpose!r}")
+        return PendingReservation(self, tenant, who, tokens, purpose, session_id)
+
+    def _terms(self) -> tuple[Clock, int, tuple[int, str, int, int] | None]:
+        """A reservation's terms as of now: the clock, its lease's end, and the config's
+        default quota ``(tokens, kind, seconds, window_end)`` for a tenant without one."""
         clock = self._clock()
         default = None
         if self._default is not None:
             assert self.config.default_tokens is not None
             default = (self.config.default_tokens, self._default.kind, self._default.seconds,
                        self._default.end_after(clock.now))
-        held = self.store.reserve(tenant, who, tokens, clock,
-                                  lease_until=clock.now + int(self.config.lease + 0.999),
-                                  purpose=purpose, session_id=session_id, default=default)
-        return Reservation(held.id if held else None, tokens, tenant, who, purpose=purpose,
-                           session_id=session_id, settler=self._settle, clock=self._clock)
+        return clock, clock.now + int(self.config.lease + 0.999), default
 
     def _settle(self, reservation_id: str, used: int | None) -> bool:
         return self.store.settle(reservation_id, used, self._clock())

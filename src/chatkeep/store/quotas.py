@@ -378,53 +378,48 @@ class QuotaStore:
                 lease_until: int, purpose: str, session_id: str | None,
                 default: tuple[int, str, int, int] | None = None) -> Held | None:
         """Reserve ``tokens`` on every quota that applies to ``tenant`` (and ``actor``),
-        all or none: ``None`` when no quota applies (nothing written); ``QuotaExceeded``
-        when one cannot hold them (rolled back: nothing written). ``default``: the
-        config's ``(tokens, kind, seconds, window_end)`` for a tenant without a quota."""
-        params = {**_keys(tenant, actor), **clock.params(), "b_tokens": tokens}
-        if self._transport.dialect == "postgresql":
-            return self._reserve_in_one_statement(tenant, actor, tokens, clock, params,
-                                                  lease_until=lease_until, purpose=purpose,
-                                                  session_id=session_id, default=default)
-        with self._transport.transaction() as ex:
-            if default is not None:
-                ex.many(INSERT_DEFAULT[self._transport.dialect],
-                        [self._new_row(tenant, None, *default)])
-            rows = ex.rows(RESERVE, params)
-            if not rows:
-                return None
-            over = [r for r in rows if int(r[2]) + int(r[3]) > int(r[1])]
-            if over:
-                raise _exceeded(tenant, actor, tokens, rows, clock.now)
-            held = Held(str(uuid.uuid4()), tokens, lease_until)
-            keys = {str(r[0]) for r in rows}
-            ex.many(INSERT_RESERVATION, [{
-                "id": held.id, "tenant_type": tenant.type, "tenant_id": tenant.id_text,
-                "tenant_id_int": tenant.id_is_int,
-                "key_a": TENANT_KEY if TENANT_KEY in keys else None,
-                "key_b": next((k for k in keys if k != TENANT_KEY), None),
-                "tokens": tokens, "session_id": session_id, "purpose": purpose,
-                "lease_until": lease_until, "created_at": self.clock()}])
-            return held
+        all or none, in a transaction of its own (:meth:`reserve_in`); on PostgreSQL one
+        statement in autocommit (one round trip)."""
+        opened = self._transport.autocommit() if self._transport.dialect == "postgresql" \
+            else self._transport.transaction()
+        with opened as ex:
+            return self.reserve_in(ex, tenant, actor, tokens, clock, lease_until=lease_until,
+                                   purpose=purpose, session_id=session_id, default=default)
 
-    def _reserve_in_one_statement(self, tenant: Ref, actor: Ref | None, tokens: int,
-                                  clock: Clock, params: dict[str, Any], *, lease_until: int,
-                                  purpose: str, session_id: str | None,
-                                  default: tuple[int, str, int, int] | None) -> Held | None:
-        """PostgreSQL's reservation: :data:`PG_RESERVE` in autocommit (one round trip;
-        the default quota's insert, when configured, one before it)."""
+    def reserve_in(self, ex: Executor, tenant: Ref, actor: Ref | None, tokens: int,
+                   clock: Clock, *, lease_until: int, purpose: str, session_id: str | None,
+                   default: tuple[int, str, int, int] | None = None) -> Held | None:
+        """Reserve ``tokens`` with ``ex`` (in the caller's transaction, or in autocommit
+        on PostgreSQL): ``None`` when no quota applies (nothing written);
+        ``QuotaExceeded`` when one cannot hold them (raised before anything of the
+        reservation is written; the caller's transaction rolls back). ``default``: the
+        config's ``(tokens, kind, seconds, window_end)`` for a tenant without a quota."""
+        dialect = self._transport.dialect
+        if default is not None:
+            ex.many(INSERT_DEFAULT[dialect], [self._new_row(tenant, None, *default)])
+        params = {**_keys(tenant, actor), **clock.params(), "b_tokens": tokens}
         held = Held(str(uuid.uuid4()), tokens, lease_until)
-        with self._transport.autocommit() as ex:
-            if default is not None:
-                ex.many(INSERT_DEFAULT["postgresql"], [self._new_row(tenant, None, *default)])
+        if dialect == "postgresql":
             rows = ex.rows(PG_RESERVE, {
                 **params, "b_id": held.id, "b_tenant_int": tenant.id_is_int,
                 "b_session_id": session_id, "b_purpose": purpose, "b_lease": lease_until,
                 "b_at": self.clock()})
+            if rows and not rows[0][5]:
+                raise _exceeded(tenant, actor, tokens, rows, clock.now)
+            return held if rows else None
+        rows = ex.rows(RESERVE, params)
         if not rows:
             return None
-        if not rows[0][5]:
+        if any(int(r[2]) + int(r[3]) > int(r[1]) for r in rows):
             raise _exceeded(tenant, actor, tokens, rows, clock.now)
+        keys = {str(r[0]) for r in rows}
+        ex.many(INSERT_RESERVATION, [{
+            "id": held.id, "tenant_type": tenant.type, "tenant_id": tenant.id_text,
+            "tenant_id_int": tenant.id_is_int,
+            "key_a": TENANT_KEY if TENANT_KEY in keys else None,
+            "key_b": next((k for k in keys if k != TENANT_KEY), None),
+            "tokens": tokens, "session_id": session_id, "purpose": purpose,
+            "lease_until": lease_until, "created_at": self.clock()}])
         return held
 
     def settle(self, reservation_id: str, used: int | None, clock: Clock) -> bool:

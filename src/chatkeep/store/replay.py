@@ -10,7 +10,7 @@ retracted after the request was not in it), the texts and memory rows it names.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -33,7 +33,7 @@ from chatkeep.errors import SessionNotFound, StoreError
 from chatkeep.messages import Message
 from chatkeep.refs import Ref
 from chatkeep.store.connections import reading
-from chatkeep.store.executor import Transport
+from chatkeep.store.executor import Executor, Transport
 from chatkeep.store.lazy import dialect_insert
 from chatkeep.store.rows import (
     SessionRow,
@@ -126,9 +126,12 @@ _STATEMENTS: dict[str, tuple[Any, Any]] = {}
 
 
 def record_manifest(transport: Transport, session_id: str, tenant: Ref, last_seq: int,
-                    manifest: str, texts: Mapping[str, str], now: datetime) -> int:
+                    manifest: str, texts: Mapping[str, str], now: datetime, *,
+                    also: Callable[[Executor], object] | None = None) -> int:
     """Store a request's manifest as the session's next turn, with the texts it names
-    (kept once per session), in one transaction; returns the turn."""
+    (kept once per session), in one transaction; returns the turn. ``also`` writes more
+    in that transaction, last (the call's quota reservation: its locks are then held
+    the shortest); what it raises rolls the manifest back too."""
     put_texts, put_manifest = _manifest_statements(transport.dialect)
     owner = {"session_id": session_id, **ref_values("tenant", tenant)}
     params = {"b_session_id": session_id, "b_tenant_type": owner["tenant_type"],
@@ -141,7 +144,10 @@ def record_manifest(transport: Transport, session_id: str, tenant: Ref, last_seq
                 if texts:
                     ex.many(put_texts, [{**owner, "digest": digest, "body": body}
                                         for digest, body in texts.items()])
-                return int(ex.rows(put_manifest, params)[0][0])
+                turn = int(ex.rows(put_manifest, params)[0][0])
+                if also is not None:
+                    also(ex)
+                return turn
         except transport.integrity_errors as exc:  # another writer took the turn first
             attempt += 1
             if attempt == _ATTEMPTS:
