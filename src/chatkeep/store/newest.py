@@ -1,0 +1,93 @@
+"""A session's newest live messages and its summary watermark, in one statement.
+
+:meth:`Repository.read_tail <chatkeep.store.repository.Repository.read_tail>` answers the
+same question through a SQLAlchemy ``Connection``, in a read transaction of two
+statements: under the async API on SQLite each statement, and the end of the transaction,
+is a trip to aiosqlite's thread, and the trips cost more than SQLite's own work for a
+bounded read. :func:`newest_live` sends one statement (the watermark a scalar subquery of
+it: one snapshot without a transaction) through the engine's transport
+(:mod:`chatkeep.store.direct`): on aiosqlite one trip; on pysqlite and PostgreSQL on the
+driver itself. It reads the columns a replay to a wire format reads (``created_at``,
+``tokens`` and ``metadata`` are left out: those of its messages are ``None``, ``None``
+and empty). The Agents SDK's bounded ``get_items(limit)`` reads this way
+(:mod:`chatkeep.integrations.openai_agents.session`).
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from typing import Any
+
+from sqlalchemy import Engine, Integer, Text, bindparam, select, type_coerce
+
+from chatkeep.errors import SessionNotFound
+from chatkeep.messages import Message, Role, ToolCall
+from chatkeep.store.connections import retrying_reads
+from chatkeep.store.direct import driver_transport
+from chatkeep.store.executor import CoreTransport, Row, Transport
+from chatkeep.store.schema import chat_messages, chat_sessions
+from chatkeep.store.statements import LIVE
+from chatkeep.validation import INT32_MAX, check_int
+
+__all__ = ["newest_live", "read_newest"]
+
+_M = chat_messages.c
+WATERMARK = select(chat_sessions.c.summary_watermark).where(
+    chat_sessions.c.id == bindparam("b_session_id"))
+NEWEST_LIVE = select(
+    WATERMARK.scalar_subquery(), _M.seq, _M.role, _M.content, _M.tool_calls,
+    _M.tool_call_id, _M.name, type_coerce(_M.native, Text),
+).where(_M.session_id == bindparam("b_session_id"), LIVE).order_by(_M.seq.desc()).limit(
+    bindparam("b_limit", type_=Integer))
+"""The newest live messages, newest first (the ``(session_id, seq)`` index walked
+backwards), each row led by the session's summary watermark; ``native`` as the driver
+returns it (decoded by :func:`_native`, without the JSON type's layers)."""
+
+_TRANSPORTS: weakref.WeakKeyDictionary[Engine, Transport] = weakref.WeakKeyDictionary()
+
+
+def _native(value: Any) -> dict[str, Any]:
+    """A ``native`` value as read: JSON text (SQLite, asyncpg), or already decoded (a
+    driver that decodes ``json`` itself); ``NULL`` is no payload."""
+    if isinstance(value, str):
+        if value == "null":
+            return {}
+        value = json.loads(value)
+    return dict(value or {})
+
+
+def _message(session_id: str, row: Row) -> Message:
+    _, seq, role, content, tool_calls, tool_call_id, name, native = row
+    return Message(session_id, int(seq), Role(role), content,
+                   tuple(ToolCall.from_openai(c) for c in tool_calls) if tool_calls else (),
+                   tool_call_id, name, native=_native(native))
+
+
+def read_newest(transport: Transport, session_id: str,
+                limit: int) -> tuple[int, list[Message]]:
+    """The procedure: the summary watermark and the newest ``limit`` live messages, oldest
+    first, read by one statement; ``SessionNotFound`` for no session."""
+    params = {"b_session_id": session_id, "b_limit": limit}
+    with transport.autocommit() as ex:
+        rows = ex.rows(NEWEST_LIVE, params)
+        if not rows:  # no live message: is there a session?
+            found = ex.rows(WATERMARK, params)
+            if not found:
+                raise SessionNotFound(f"no session {session_id!r}")
+            return int(found[0][0]), []
+    return int(rows[0][0]), [_message(session_id, row) for row in reversed(rows)]
+
+
+@retrying_reads
+def newest_live(engine: Engine, session_id: str, limit: int) -> tuple[int, list[Message]]:
+    """The session's summary watermark and its newest ``limit`` live messages, oldest
+    first, as ``Repository.read_tail`` returns them but without each message's
+    ``created_at``, ``tokens`` and ``metadata``: read by :func:`read_newest` through the
+    engine's transport, one trip to the driver's thread under the async API on SQLite
+    (called inside the async bridge, as every core read)."""
+    check_int(limit, "limit", minimum=1, maximum=INT32_MAX)
+    transport = _TRANSPORTS.get(engine)
+    if transport is None:
+        transport = _TRANSPORTS[engine] = driver_transport(engine) or CoreTransport(engine)
+    return transport.run(read_newest, session_id, limit)
