@@ -2,6 +2,7 @@
 
     pip install -e ".[bench]"      # the SDK, for this benchmark only
     python bench/append.py [--appends 6000] [--block 25] [--dir DIR] [--index-variants]
+    python bench/append.py --parts [--rounds 40]   # where an async append's time goes
 
 Both stores write one user message per transaction to one session in a SQLite file in
 WAL mode, on the same disk, at matched durability: ``synchronous=FULL`` (every commit
@@ -26,6 +27,15 @@ such a row measures the machine's timer more than the store. Before the timed ru
 per store measures what an append costs the database: statements sent to SQLite and WAL
 frames (4 KiB pages) written per append. The output is Markdown (``--markdown`` is
 accepted, so ``bench/report.py`` calls every bench alike).
+
+``--parts`` times, instead, what an async append is made of, at ``NORMAL`` (CPU, no
+fsync), the parts taking turns in blocks: the SDK's ``add_items`` and its write alone on
+the calling thread (what its ``asyncio.to_thread`` hop carries), chatkeep's async and sync
+``add_user``, and the two hops with nothing to carry (``asyncio.to_thread``, and one trip
+to an aiosqlite connection's thread, which chatkeep's async append makes once). Each is
+the median over ``--rounds`` of a block's mean, in microseconds, and against the SDK's
+``add_items``: async chatkeep cannot beat the SDK while its sync append plus one trip
+costs more than the SDK's whole async append.
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ import argparse
 import asyncio
 import platform
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
@@ -41,6 +52,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import aiosqlite
 from sqlalchemy import event
 
 from chatkeep import Chatkeep, Ref
@@ -263,6 +275,65 @@ async def run(directory: Path, appends: int, block: int, index_variants: bool) -
               "machine's state than about the store; rerun, or compare at NORMAL.")
 
 
+async def parts(directory: Path, rounds: int, block: int) -> None:
+    """Time the parts of an async append (``--parts``) at NORMAL and print the table."""
+    sdk = sdk_store(directory, "NORMAL")
+    chatkeep_sync = chatkeep_store(directory, "NORMAL")
+    chatkeep_async = await async_chatkeep_store(directory, "NORMAL")
+    raw = await aiosqlite.connect(directory / "trip.db")
+    # What chatkeep's async append sends once: a call run in the connection's thread.
+    trip: Callable[[Callable[[], None]], Any] = raw._execute
+    write_alone = sdk_write_alone(directory)
+
+    def nothing() -> None:
+        return None
+
+    contenders: dict[str, tuple[Callable[[int], Any], bool]] = {
+        "Agents SDK add_items (async)": (lambda i: sdk.append(f"m {i}"), True),
+        "Agents SDK, its write alone (no hop)": (write_alone, False),
+        "chatkeep async add_user": (lambda i: chatkeep_async.append(f"m {i}"), True),
+        "chatkeep sync add_user": (lambda i: chatkeep_sync.append(f"m {i}"), False),
+        "asyncio.to_thread(nothing)": (lambda i: asyncio.to_thread(nothing), True),
+        "aiosqlite trip (nothing)": (lambda i: trip(nothing), True),
+    }
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, (call, awaited) in contenders.items():
+            begin = time.perf_counter()
+            for i in range(block):
+                if awaited:
+                    await call(i)
+                else:
+                    call(i)
+            times[name].append((time.perf_counter() - begin) / block)
+    await raw.close()
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    sdk_us = medians["Agents SDK add_items (async)"]
+    print(f"Parts of an append at NORMAL: median of {rounds} blocks of {block} calls each, "
+          f"taking turns; Python {platform.python_version()}, SQLite "
+          f"{sqlite3.sqlite_version}, {platform.machine()}\n")
+    print("| part | µs per call | time vs SDK add_items |")
+    print("|---|---:|---:|")
+    for name, seconds in medians.items():
+        print(f"| {name} | {seconds * 1e6:,.0f} | {seconds / sdk_us:.2f}x |")
+
+
+def sdk_write_alone(directory: Path) -> Callable[[int], None]:
+    """The SDK's write of one item on the calling thread (what ``add_items`` sends to
+    its worker thread): its own connection, insert and commit."""
+    kind = type("SdkSessionAlone", (SdkSession,), {"synchronous": "NORMAL", "statements": 0})
+    session = kind("alone", directory / "agents-sdk-alone.db")
+    if not hasattr(session, "_write_connection") or not hasattr(session, "_insert_items"):
+        sys.exit("this Agents SDK has no _write_connection/_insert_items: --parts needs them")
+
+    def write(i: int) -> None:
+        with session._write_connection() as conn:
+            session._insert_items(conn, [{"role": "user", "content": f"m {i}"}])
+            conn.commit()
+
+    return write
+
+
 def main() -> None:
     """Parse the arguments and run in a temporary folder (or ``--dir``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -274,13 +345,24 @@ def main() -> None:
                         help="also chatkeep without the two last_message_at indexes")
     parser.add_argument("--markdown", action="store_true",
                         help="Markdown output (it is already; for bench/report.py)")
+    parser.add_argument("--parts", action="store_true",
+                        help="time the parts of an async append instead (at NORMAL)")
+    parser.add_argument("--rounds", type=int, default=40,
+                        help="blocks per part with --parts")
     args = parser.parse_args()
+
+    def bench(directory: Path) -> None:
+        if args.parts:
+            asyncio.run(parts(directory, args.rounds, args.block))
+        else:
+            asyncio.run(run(directory, args.appends, args.block, args.index_variants))
+
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)
-        asyncio.run(run(args.dir, args.appends, args.block, args.index_variants))
+        bench(args.dir)
         return
     with tempfile.TemporaryDirectory(prefix="chatkeep-append-") as tmp:
-        asyncio.run(run(Path(tmp), args.appends, args.block, args.index_variants))
+        bench(Path(tmp))
 
 
 if __name__ == "__main__":
