@@ -20,11 +20,11 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, Engine, and_, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from chatkeep.errors import StoreError
 from chatkeep.refs import Ref
 from chatkeep.store.connections import transaction
+from chatkeep.store.lazy import dialect_insert
 from chatkeep.store.memory_rows import (
     CommitResult,
     MemoryRow,
@@ -168,9 +168,9 @@ class MemoryWrites:
             "source_through_seq": through_seq, "created_at": now, "updated_at": now,
             "superseded_by": None, "pii": write.sealed_pii,
         }
-        dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-        statement = (dialect_insert(memories).values(**values).on_conflict_do_nothing()
-                     .returning(memories.c.id))
+        dialect = "postgresql" if conn.dialect.name == "postgresql" else "sqlite"
+        statement = (dialect_insert(dialect, memories).values(**values)
+                     .on_conflict_do_nothing().returning(memories.c.id))
         row = conn.execute(statement).first()
         return None if row is None else int(row[0])
 

@@ -2,6 +2,10 @@
 
 Every table that a tenant-scoped query reads carries ``tenant_type``/``tenant_id``
 or reaches them through ``chat_sessions`` by primary key; see DESIGN.md.
+
+The indexes' PostgreSQL options (``WHERE``, ``USING gin``) are attached on first use
+(:func:`chatkeep.store.lazy.postgresql_options`): made here, they would import the
+PostgreSQL dialect in every process, a SQLite one too.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from sqlalchemy import (
 )
 
 from chatkeep.refs import Ref
+from chatkeep.store.lazy import postgresql_options
 from chatkeep.store.memory_index import (
     PG_INDEX,
     PG_TEXT_CONFIG,
@@ -124,8 +129,8 @@ chat_sessions = Table(
     Index("ix_chat_sessions_tenant_recent", "tenant_type", "tenant_id", "last_message_at"),
     # The sweep's index: only sessions with undistilled messages, oldest activity first,
     # so a sweep never walks the (ever growing) set of fully distilled sessions.
-    Index("ix_chat_sessions_undistilled", "last_message_at",
-          sqlite_where=text(UNDISTILLED), postgresql_where=text(UNDISTILLED)),
+    postgresql_options(Index("ix_chat_sessions_undistilled", "last_message_at",
+                             sqlite_where=text(UNDISTILLED)), where=text(UNDISTILLED)),
 )
 
 chat_folds = Table(
@@ -169,8 +174,8 @@ chat_messages = Table(
     UniqueConstraint("session_id", "seq", name="uq_chat_messages_session_seq"),
     # Pinned instructions: build_history reads a session's system messages below the
     # summary watermark without walking its whole history.
-    Index("ix_chat_messages_system", "session_id", "seq",
-          sqlite_where=text(SYSTEM_ROLE), postgresql_where=text(SYSTEM_ROLE)),
+    postgresql_options(Index("ix_chat_messages_system", "session_id", "seq",
+                             sqlite_where=text(SYSTEM_ROLE)), where=text(SYSTEM_ROLE)),
     # The LangChain id a message was recorded under (migration 0016): the LangGraph
     # middleware asks which of a state's ids a session holds; the repository reads it with
     # this very expression (MARK_EXPRESSIONS), so the lookup is an index probe, not a scan
@@ -242,16 +247,17 @@ memories = Table(
     Column("ttl_seconds", Integer, nullable=True),
     Column("last_recalled_at", TS, nullable=True),
     Index("ix_memories_scope_recent", "tenant_type", "tenant_id", "scope_key", "updated_at"),
-    Index("ix_memories_expires", "tenant_type", "tenant_id", "expires_at",
-          sqlite_where=text("expires_at IS NOT NULL"),
-          postgresql_where=text("expires_at IS NOT NULL")),
+    postgresql_options(Index("ix_memories_expires", "tenant_type", "tenant_id", "expires_at",
+                             sqlite_where=text("expires_at IS NOT NULL")),
+                       where=text("expires_at IS NOT NULL")),
     Index("ix_memories_actor", "tenant_type", "tenant_id", "actor_type", "actor_id"),
-    Index("uq_memories_live_content", "tenant_type", "tenant_id", "scope_key", "content_key",
-          unique=True, sqlite_where=text("superseded_by IS NULL"),
-          postgresql_where=text("superseded_by IS NULL")),
+    postgresql_options(Index("uq_memories_live_content", "tenant_type", "tenant_id",
+                             "scope_key", "content_key", unique=True,
+                             sqlite_where=text("superseded_by IS NULL")),
+                       where=text("superseded_by IS NULL")),
     # PostgreSQL only, declared so autogenerate keeps it; create_memory_text_index has it too.
-    Index(PG_INDEX, text(f"to_tsvector('{PG_TEXT_CONFIG}', content)"),
-          postgresql_using="gin").ddl_if(dialect="postgresql"),
+    postgresql_options(Index(PG_INDEX, text(f"to_tsvector('{PG_TEXT_CONFIG}', content)")),
+                       using="gin").ddl_if(dialect="postgresql"),
 )
 event.listen(memories, "after_create", create_memory_text_index)
 event.listen(memories, "before_drop", drop_memory_text_index)

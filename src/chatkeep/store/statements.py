@@ -1,7 +1,8 @@
 """The statements of the hot path, built once.
 
-Built once at import: a call then pays for parameter binding only (building a statement
-per call cost more than SQLite's own work). The repository and its procedures
+Built once, at import or (a statement only PostgreSQL runs) on first use
+(:mod:`chatkeep.store.lazy`): a call then pays for parameter binding only (building a
+statement per call cost more than SQLite's own work). The repository and its procedures
 (:mod:`chatkeep.store.procedures`) run these objects through SQLAlchemy, or the driver
 executor (:mod:`chatkeep.store.direct`) compiles them for the driver itself, so no
 statement exists twice.
@@ -28,8 +29,8 @@ from sqlalchemy import (
     union_all,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 
+from chatkeep.store.lazy import LazyStatements, dialect_insert
 from chatkeep.store.rows import MESSAGE_FIELDS
 from chatkeep.store.schema import (
     TS,
@@ -68,14 +69,13 @@ SESSION_BY_KEY = select(chat_sessions).where(
     _S.tenant_type == bindparam("b_tenant_type"), _S.tenant_id == bindparam("b_tenant_id"),
     _S.key == bindparam("b_key"))
 _KEY_COLUMNS = ["tenant_type", "tenant_id", "key"]
-INSERT_KEYED_SESSION = {
-    "sqlite": sqlite.insert(chat_sessions).on_conflict_do_nothing(
-        index_elements=_KEY_COLUMNS).returning(chat_sessions),
-    "postgresql": postgresql.insert(chat_sessions).on_conflict_do_nothing(
-        index_elements=_KEY_COLUMNS).returning(chat_sessions),
-}
+INSERT_KEYED_SESSION = LazyStatements(
+    ("sqlite", "postgresql"),
+    lambda dialect: dialect_insert(dialect, chat_sessions).on_conflict_do_nothing(
+        index_elements=_KEY_COLUMNS).returning(chat_sessions))
 """Per dialect: insert a keyed session unless the tenant already has that key (then no
-row comes back, and the winner of the race is read by :data:`SESSION_BY_KEY`)."""
+row comes back, and the winner of the race is read by :data:`SESSION_BY_KEY`). Built on
+first use (:mod:`chatkeep.store.lazy`: PostgreSQL's construct imports its dialect)."""
 CLAIM_SEQ = (
     update(chat_sessions)
     .where(_S.id == bindparam("b_session_id"), _S.closed_at.is_(None))
@@ -222,5 +222,6 @@ def _pg_append(with_usage: bool) -> Select[Any]:
     return statement
 
 
-PG_APPEND = {False: _pg_append(False), True: _pg_append(True)}
-"""The one-statement append, without and with usage rows."""
+PG_APPEND = LazyStatements((False, True), _pg_append)
+"""The one-statement append, without and with usage rows; built on first use (only
+PostgreSQL runs it)."""
