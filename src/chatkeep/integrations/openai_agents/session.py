@@ -57,6 +57,7 @@ from chatkeep.integrations.openai_agents.runs import RunState, as_dict
 from chatkeep.messages import Role
 from chatkeep.privacy.streaming import StreamRestorer
 from chatkeep.refs import Ref
+from chatkeep.store.newest import newest_live
 
 if TYPE_CHECKING:
     from agents import Agent, RunConfig, RunHooks, RunResult, RunResultStreaming
@@ -164,29 +165,20 @@ class ChatkeepSession:
         if session is None:
             return []
         run = runs.current_run(self)
-        if run is None and await self.keep.privacy.redacts(session):
+        core = await self.keep.core()
+        # One trip through the bridge: the privacy check, then the bounded read or the
+        # whole replay (each was a bridge call of its own).
+        items = await self.keep.run(_read, core, core_session(session), self.system_prompt,
+                                    limit, run is not None)
+        if items is None:
             raise PrivacyError(
                 f"session {self.session_id} redacts personal data, and this run does not "
                 "send through its filter (the SDK would send the new input raw): run it "
                 "with session.run(...), session.run_sync(...) or session.run_streamed(...)")
-        if limit == 0:
-            return []
-        core = await self.keep.core()
-        if limit is not None and limit > 0:
-            newest = await self.keep.run(_newest, core, core_session(session),
-                                         self.system_prompt, limit)
-            if newest is not None:
-                if run is not None and not run.read:
-                    run.read, run.context = True, runs.newest_answer(list(newest))
-                return newest
-        history = await self.keep.run(_replay, core, core_session(session),
-                                      self.system_prompt)
-        items: list[TResponseInputItem] = list(history)
-        if run is not None and not run.read:  # the run's first read: what its new input answers
+        if run is not None and not run.read and limit != 0:
+            # the run's first read: what its new input answers
             run.read, run.context = True, runs.newest_answer(list(items))
-        if limit is not None and limit > 0:
-            items = items[-limit:]
-        return items
+        return items[-limit:] if limit is not None and limit > 0 else items
 
     async def read_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """``get_items`` for reading outside a run (a dashboard, a test): on a redacting
@@ -502,6 +494,23 @@ def _replay(core: Chatkeep, session: ChatSession, system_prompt: str) -> History
                                  keep_closed_tool_turns=True).build()
 
 
+def _read(core: Chatkeep, session: ChatSession, system_prompt: str, limit: int | None,
+          in_run: bool) -> list[TResponseInputItem] | None:
+    """``get_items`` inside the bridge: ``None`` when the session redacts and the read is
+    not part of a run through its filter (refused); ``[]`` for ``limit`` 0; else the
+    newest ``limit`` items when :func:`_newest` can answer with a bounded read, or the
+    whole replay (the caller keeps its newest ``limit``)."""
+    if not in_run and core.privacy.redacts(session):
+        return None
+    if limit == 0:
+        return []
+    if limit is not None and limit > 0:
+        newest = _newest(core, session, system_prompt, limit)
+        if newest is not None:
+            return newest
+    return list(_replay(core, session, system_prompt))
+
+
 def _newest(core: Chatkeep, session: ChatSession, system_prompt: str,
             limit: int) -> list[TResponseInputItem] | None:
     """``get_items(limit)`` as the SDK reads it, one bounded query: the newest
@@ -511,7 +520,7 @@ def _newest(core: Chatkeep, session: ChatSession, system_prompt: str,
     otherwise, and the whole replay answers."""
     if core.privacy.redacts(session):
         return None  # its text goes out read in context, through the replay's filter
-    watermark, messages = core.repository.read_tail(session.id, limit)
+    watermark, messages = newest_live(core.repository.engine, session.id, limit)
     if messages and messages[0].seq <= watermark:
         return None  # the limit reaches into the summary: the replay has its form
     if any(message.role is Role.SYSTEM for message in messages):

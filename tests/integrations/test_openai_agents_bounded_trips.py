@@ -1,0 +1,81 @@
+"""``ChatkeepSession.get_items(limit)`` under the async API on SQLite is one trip to
+aiosqlite's thread (issue 37, point 2): the privacy check, the bounded read and its
+conversion are one call through the bridge, and the read is one statement
+(``store.newest.newest_live``); it was three trips and three bridge calls. A redacting
+session still refuses a read outside ``session.run`` before anything is read."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import pytest
+
+from chatkeep import PrivacyError, Ref
+from chatkeep.aio import AsyncChatkeep
+from chatkeep.integrations.openai_agents import ChatkeepSession
+
+ORG = Ref("organization", 1)
+
+
+@pytest.fixture
+def trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The name of each call sent to an aiosqlite connection's thread."""
+    sent: list[str] = []
+    real: Any = aiosqlite.Connection._execute
+
+    async def counting(self: aiosqlite.Connection, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(getattr(fn, "__name__", repr(fn)))
+        return await real(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(aiosqlite.Connection, "_execute", counting)
+    yield sent
+
+
+def exchange(i: int) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": f"question {i}"},
+            {"type": "message", "role": "assistant", "id": f"m{i}", "status": "completed",
+             "content": [{"type": "output_text", "text": f"answer {i}", "annotations": []}]}]
+
+
+def test_a_bounded_read_is_one_trip(tmp_path: Path, trips: list[str]) -> None:
+    async def main() -> None:
+        keep = AsyncChatkeep(f"sqlite:///{tmp_path / 'a.db'}", dispatcher="inline",
+                             config={"privacy": {"anonymize_pii": False}})
+        try:
+            session = await ChatkeepSession.open(keep, tenant=ORG, anonymize_pii=False)
+            items = [item for i in range(30) for item in exchange(i)]
+            await session.add_items(items)
+            for limit in (1, 2, 20, 60):
+                trips.clear()
+                assert await session.get_items(limit=limit) == items[-limit:]
+                assert len(trips) == 1, (limit, trips)
+        finally:
+            await keep.close()
+
+    asyncio.run(main())
+
+
+def test_a_redacting_session_refuses_before_reading(tmp_path: Path,
+                                                    trips: list[str]) -> None:
+    async def main() -> None:
+        keep = AsyncChatkeep(f"sqlite:///{tmp_path / 'b.db'}", dispatcher="inline",
+                             config={"privacy": {"anonymize_pii": True}})
+        try:
+            session = await ChatkeepSession.open(keep, tenant=ORG)
+            await session.add_items([
+                *exchange(1), {"role": "user", "content": "mail me at kari.nordmann@example.com"}])
+            for limit in (None, 0, 2):
+                trips.clear()
+                with pytest.raises(PrivacyError, match="redacts personal data"):
+                    await session.get_items(limit=limit)
+                assert trips == []
+            newest = await session.read_items(limit=1)  # the filter installed: redacted
+            assert len(newest) == 1 and "kari.nordmann" not in str(newest)
+        finally:
+            await keep.close()
+
+    asyncio.run(main())
