@@ -36,32 +36,38 @@ _M = chat_messages.c
 WATERMARK = select(chat_sessions.c.summary_watermark).where(
     chat_sessions.c.id == bindparam("b_session_id"))
 NEWEST_LIVE = select(
-    WATERMARK.scalar_subquery(), _M.seq, _M.role, _M.content, _M.tool_calls,
-    _M.tool_call_id, _M.name, type_coerce(_M.native, Text),
+    WATERMARK.scalar_subquery(), _M.seq, _M.role, _M.content,
+    type_coerce(_M.tool_calls, Text), _M.tool_call_id, _M.name,
+    type_coerce(_M.native, Text),
 ).where(_M.session_id == bindparam("b_session_id"), LIVE).order_by(_M.seq.desc()).limit(
     bindparam("b_limit", type_=Integer))
 """The newest live messages, newest first (the ``(session_id, seq)`` index walked
-backwards), each row led by the session's summary watermark; ``native`` as the driver
-returns it (decoded by :func:`_native`, without the JSON type's layers)."""
+backwards), each row led by the session's summary watermark; the JSON columns as the
+driver returns them (decoded by :func:`_json`, without the JSON type's layers: no
+column has a result processor, so the driver's rows come back as they are)."""
 
 _TRANSPORTS: weakref.WeakKeyDictionary[Engine, Transport] = weakref.WeakKeyDictionary()
 
 
-def _native(value: Any) -> dict[str, Any]:
-    """A ``native`` value as read: JSON text (SQLite, asyncpg), or already decoded (a
-    driver that decodes ``json`` itself); ``NULL`` is no payload."""
-    if isinstance(value, str):
-        if value == "null":
-            return {}
-        value = json.loads(value)
-    return dict(value or {})
+_ROLES = {role.value: role for role in Role}
+
+
+def _json(value: Any) -> Any:
+    """A JSON column's value as read: its text (SQLite, asyncpg), or already decoded (a
+    driver that decodes ``json`` itself); ``NULL`` and JSON ``null`` are ``None``."""
+    if type(value) is str:
+        return None if value == "null" else json.loads(value)
+    return value
 
 
 def _message(session_id: str, row: Row) -> Message:
     _, seq, role, content, tool_calls, tool_call_id, name, native = row
-    return Message(session_id, int(seq), Role(role), content,
-                   tuple(ToolCall.from_openai(c) for c in tool_calls) if tool_calls else (),
-                   tool_call_id, name, native=_native(native))
+    calls = _json(tool_calls) if tool_calls is not None else None
+    payload = _json(native) if native is not None else None
+    return Message(session_id, int(seq), _ROLES[role], content,
+                   tuple(ToolCall.from_openai(c) for c in calls) if calls else (),
+                   tool_call_id, name, None, None, {},
+                   payload if type(payload) is dict else dict(payload or {}))
 
 
 def read_newest(transport: Transport, session_id: str,
