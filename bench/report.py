@@ -463,6 +463,23 @@ and p95 and the manifests' size. The targets: a replay's p95 at most `50 ms` on 
 machine, and a manifest at most `300` bytes.""",
         full=("--postgres", "{pg}"), quick=("--calls", "100", "--postgres", "{pg}"),
         services=("{pg}",)),
+    Bench(
+        "agents_read", "The Agents SDK's bounded read beside its `SQLiteSession`",
+        """\
+`bench/agents_read.py` times `get_items(limit=20)`, the read the SDK's runner makes when
+`SessionSettings(limit=...)` bounds what a turn is sent: `ChatkeepSession` on
+`AsyncChatkeep` beside the SDK's own `SQLiteSession`, each seeded untimed with the same
+items (alternating user and assistant messages) at `100` and `100,000` stored items, on
+SQLite files in WAL mode in one folder at the same `synchronous` level, and checked to
+return the same items first. The two take turns in blocks of calls, the first side
+alternating; each call is timed, and the process's CPU time per call is given beside the
+wall times (every thread's: steadier on a busy machine). chatkeep reads through the
+async bridge in one trip to aiosqlite's thread, converts the stored messages back to the
+recorded items, and first checks that they are what its whole replay would end with
+(after the summary's watermark, none clipped, within the history budget: each message's
+tokens counted); the SDK reads its rows on a worker thread and parses them. Ratios are
+SDK / chatkeep from the same run. Target: `>= 1.0x` at both sizes.""",
+        quick=("--calls", "1000"), modules=("agents",)),
 )
 BY_NAME = {bench.name: bench for bench in BENCHES}
 
