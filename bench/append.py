@@ -19,7 +19,10 @@ aiosqlite's), each against the SDK at the same level. ``--index-variants`` adds 
 at each level with the two ``last_message_at`` indexes of ``chat_sessions`` dropped, to
 show what rewriting them on every append costs.
 
-Each row gives p50 and p99 of one append beside the rate. On a partly idle VM, a thread
+Each row gives p50 and p99 of one append beside the rate, and the CPU time the process
+spent per append (every thread's, so the SDK's worker thread and aiosqlite's count), with
+the SDK's at the same level divided by it: on a busy machine it moves less than the
+times do, which also count waiting for a core. On a partly idle VM, a thread
 that issues back-to-back fsyncs often waits for the next kernel timer tick, so a median
 can sit at exactly one tick (4 ms at Debian's 250 Hz) in one run and well under it in
 the next: a p50 within 3 % of a whole number of ticks is flagged ``(at the tick)``, and
@@ -103,11 +106,14 @@ class Store:
         self.name, self.path, self.append, self.is_async = name, path, append, is_async
         self.statements = statements
         self.seconds = 0.0
+        self.cpu = 0.0
         self.count = 0
         self.latencies: list[float] = []
 
     async def block(self, n: int, start: int) -> None:
-        """Append ``n`` messages, timed (the block, and each append)."""
+        """Append ``n`` messages, timed (the block, and each append), and the CPU time the
+        process spent on them (every thread's: the SDK's worker and aiosqlite's too)."""
+        cpu = time.process_time()
         begin = time.perf_counter()
         for i in range(start, start + n):
             one = time.perf_counter()
@@ -117,6 +123,7 @@ class Store:
                 self.append(f"user message {i}: what does clause {i % 40} say?")
             self.latencies.append(time.perf_counter() - one)
         self.seconds += time.perf_counter() - begin
+        self.cpu += time.process_time() - cpu
         self.count += n
 
     async def probe(self, n: int) -> tuple[float, float]:
@@ -124,13 +131,18 @@ class Store:
         truncate_wal(self.path)
         before = self.statements()
         await self.block(n, 0)
-        self.seconds, self.count, self.latencies = 0.0, 0, []
+        self.seconds, self.cpu, self.count, self.latencies = 0.0, 0.0, 0, []
         return (self.statements() - before) / n, wal_frames(self.path) / n
 
     @property
     def rate(self) -> float:
         """Appends per second over the timed run."""
         return self.count / self.seconds
+
+    @property
+    def cpu_per_append(self) -> float:
+        """CPU seconds per append over the timed run."""
+        return self.cpu / self.count
 
     def percentile(self, q: float) -> float:
         """The ``q`` quantile of one append's time, in milliseconds."""
@@ -258,16 +270,18 @@ async def run(directory: Path, appends: int, block: int, index_variants: bool) -
           f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
           f"{platform.machine()}; kernel tick {tick:g} ms\n")
     print("| store | appends/s | vs SDK, same level | p50 append | p99 append | "
-          "statements/append | WAL pages/append |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+          "CPU/append (SDK's / this) | statements/append | WAL pages/append |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for group in levels.values():
-        sdk_rate = group[0].rate
+        sdk = group[0]
         for store in group:
             statements, frames = probes[store.name]
             p50 = store.percentile(0.5)
             flag = " (at the tick)" if at_the_tick(p50, tick) else ""
-            print(f"| {store.name} | {store.rate:,.0f} | {store.rate / sdk_rate:.2f}x | "
+            cpu = store.cpu_per_append
+            print(f"| {store.name} | {store.rate:,.0f} | {store.rate / sdk.rate:.2f}x | "
                   f"{p50:.2f} ms{flag} | {store.percentile(0.99):.2f} ms | "
+                  f"{cpu * 1e6:,.0f} µs ({sdk.cpu_per_append / cpu:.2f}x) | "
                   f"{statements:.1f} | {frames:.1f} |")
     if any(at_the_tick(s.percentile(0.5), tick) for s in stores):
         print(f"\nA p50 marked (at the tick) sits on a whole number of {tick:g} ms kernel "
