@@ -300,17 +300,16 @@ class HistoryRound:
         while True:
             prepared = self.prepare()
             body = None if prepared.plan.fold else render(prepared)
-            digest = None if body is None else body_digest(
-                body if isinstance(body, History) else self._render(prepared, quiet=True))
             if isinstance(self.commit(prepared), Ready):
-                assert body is not None and digest is not None
-                self._release(prepared, digest)
+                assert body is not None
+                self._release(prepared, body)
                 return body
 
-    def _release(self, prepared: PreparedRound, digest: str) -> None:
-        """What letting a body leave writes, in one transaction: its manifest, and the
-        call's reservation (:attr:`pending`, its tokens plus the plan's estimate) when
-        one is asked for; a refused reservation (``QuotaExceeded``) leaves neither."""
+    def _release(self, prepared: PreparedRound, body: object) -> None:
+        """What letting ``body`` leave writes, in one transaction: its manifest (with
+        its SHA-256), and the call's reservation (:attr:`pending`, its tokens plus the
+        plan's estimate) when one is asked for; a refused reservation
+        (``QuotaExceeded``) leaves neither."""
         pending = self.pending
 
         def hold(ex: Executor) -> None:
@@ -318,6 +317,8 @@ class HistoryRound:
             self.held = pending.hold_in(ex, prepared.plan.tokens)
 
         if self.records:
+            digest = body_digest(body if isinstance(body, History)
+                                 else self._render(prepared, quiet=True))
             self.turn = record(self, prepared, digest, also=None if pending is None else hold)
         elif pending is not None:
             self.held = pending.service.reserve(
