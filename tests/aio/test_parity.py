@@ -39,6 +39,8 @@ NOT_TWINNED = {
     "job_handlers": "the async keep's jobs are the core's, run through the bridge",
     "for_session": "returns the core's text filter, used inside the core only",
     "adopt_row": "the core's compressor hands its session a row; the twin reads the core's",
+    "pending": "a reservation written inside another write's transaction: the core's "
+               "compressor holds it in the manifest's, inside the bridge",
 }
 #: Parameters the sync side has that the async side does not (or the reverse), and why.
 SIGNATURE_EXCEPTIONS = {("build_history", "session"): "accepts either kind of session"}

@@ -71,8 +71,8 @@ class Script:
         self.opened.append(kind)
         return nullcontext(self)
 
-    def transaction(self) -> AbstractContextManager[Executor]:
-        return self._open("transaction")
+    def transaction(self, *, synced: bool = True) -> AbstractContextManager[Executor]:
+        return self._open("transaction" if synced else "transaction, unsynced")
 
     def autocommit(self) -> AbstractContextManager[Executor]:
         return self._open("autocommit")

@@ -142,11 +142,13 @@ class _DriverExecutor:
     driver says how it fetches, inserts many, runs a command, whether a transaction is
     open and whether an error left the connection ``broken``."""
 
-    __slots__ = ("db", "statements")
+    __slots__ = ("db", "statements", "unsafe")
 
     def __init__(self, db: Any, statements: _Statements) -> None:
         self.db = db
         self.statements = statements
+        self.unsafe = False
+        """A setting of the connection could not be set back: never pool it again."""
 
     def rows(self, statement: Any, params: Mapping[str, Any]) -> Sequence[Row]:
         compiled = self.statements.get(statement)
@@ -333,6 +335,41 @@ def _within(db: _DriverExecutor, begin: str | None) -> Iterator[_DriverExecutor]
         raise
 
 
+#: What ``synchronous`` SQLite's ``PRAGMA synchronous`` reports for NORMAL.
+_SQLITE_NORMAL = 1
+
+
+@contextmanager
+def _unsynced(db: _DriverExecutor, dialect: str, begin: str) -> Iterator[_DriverExecutor]:
+    """``db`` in a write transaction whose commit does not wait for the disk: visible to
+    every connection and durable against a crash of this process at once, durable
+    against a crash of the machine (power loss) with the next commit that does wait.
+    PostgreSQL: ``SET LOCAL synchronous_commit TO OFF`` (sent with the ``BEGIN``, no
+    round trip of its own). SQLite, whose level cannot change inside a transaction: the
+    connection's ``synchronous`` lowered to NORMAL around it (WAL at NORMAL syncs at
+    checkpoints only) and set back after; a connection that could not be set back is
+    never pooled again (:attr:`_DriverExecutor.unsafe`)."""
+    if dialect == "postgresql":
+        with _within(db, f"{begin}; SET LOCAL synchronous_commit TO OFF"):
+            yield db
+        return
+    level = int(db.fetch("PRAGMA synchronous", ())[0][0])
+    if level <= _SQLITE_NORMAL:
+        with _within(db, begin):
+            yield db
+        return
+    db.command("PRAGMA synchronous=NORMAL")
+    try:
+        with _within(db, begin):
+            yield db
+    finally:
+        try:
+            db.command(f"PRAGMA synchronous={level}")
+        except BaseException:
+            db.unsafe = True
+            raise
+
+
 class DriverTransport:
     """A :class:`~chatkeep.store.executor.Transport` whose executors are driver
     connections from the engine's pool: driver errors become ``StoreError`` (integrity
@@ -362,9 +399,12 @@ class DriverTransport:
         dispatch = self.engine.dispatch
         return not (dispatch.before_cursor_execute or dispatch.after_cursor_execute)
 
-    def transaction(self) -> AbstractContextManager[Executor]:
-        """A driver connection in a write transaction."""
-        return self._open(self.write_begin) if self.usable else self.core.transaction()
+    def transaction(self, *, synced: bool = True) -> AbstractContextManager[Executor]:
+        """A driver connection in a write transaction (``synced=False``: its commit does
+        not wait for the disk, :func:`_unsynced`)."""
+        if not self.usable:
+            return self.core.transaction(synced=synced)
+        return self._open(self.write_begin) if synced else self._open_unsynced()
 
     def autocommit(self) -> AbstractContextManager[Executor]:
         """A driver connection, each statement its own transaction."""
@@ -382,6 +422,11 @@ class DriverTransport:
     @contextmanager
     def _open(self, begin: str | None) -> Iterator[Executor]:
         with self._checkout() as db, _within(db, begin):
+            yield db
+
+    @contextmanager
+    def _open_unsynced(self) -> Iterator[Executor]:
+        with self._checkout() as db, _unsynced(db, self.dialect, self.write_begin):
             yield db
 
     @contextmanager
@@ -414,6 +459,8 @@ class DriverTransport:
             pooled.invalidate(exc if isinstance(exc, Exception) else None)
             raise
         finally:
+            if db.unsafe:
+                pooled.invalidate()
             pooled.close()
 
 
@@ -451,6 +498,7 @@ class SqliteTransport(DriverTransport):
         there = _InThread(self.statements, self.integrity_errors)
         with self._checkout() as db:
             connection = db.db
+            there.outer = db
 
             def whole() -> T:
                 there.connection = connection._conn  # aiosqlite's sqlite3 connection
@@ -478,15 +526,29 @@ class _InThread:
 
     dialect = "sqlite"
     connection: sqlite3.Connection
+    outer: _DriverExecutor | None = None
+    """The pooled connection's executor, told when this one became unsafe to pool."""
 
     def __init__(self, statements: _Statements,
                  integrity_errors: tuple[type[Exception], ...]) -> None:
         self.statements = statements
         self.integrity_errors = integrity_errors
 
-    def transaction(self) -> AbstractContextManager[Executor]:
-        """A write transaction (``BEGIN IMMEDIATE``)."""
-        return self._open(SqliteTransport.write_begin)
+    def transaction(self, *, synced: bool = True) -> AbstractContextManager[Executor]:
+        """A write transaction (``BEGIN IMMEDIATE``; ``synced=False``: :func:`_unsynced`)."""
+        if synced:
+            return self._open(SqliteTransport.write_begin)
+        return self._open_unsynced()
+
+    @contextmanager
+    def _open_unsynced(self) -> Iterator[Executor]:
+        here = _Pysqlite(self.connection, self.statements)
+        try:
+            with _unsynced(here, "sqlite", SqliteTransport.write_begin):
+                yield here
+        finally:
+            if here.unsafe and self.outer is not None:
+                self.outer.unsafe = True
 
     def autocommit(self) -> AbstractContextManager[Executor]:
         """Each statement its own transaction."""

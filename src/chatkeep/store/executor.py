@@ -51,8 +51,11 @@ class Transport(Protocol):
     integrity_errors: tuple[type[Exception], ...]
     """What a violated constraint raises through this transport."""
 
-    def transaction(self) -> AbstractContextManager[Executor]:
-        """One write transaction: committed on success, rolled back on any error."""
+    def transaction(self, *, synced: bool = True) -> AbstractContextManager[Executor]:
+        """One write transaction: committed on success, rolled back on any error.
+        ``synced=False``: its commit need not wait for the disk (visible at once, and
+        durable against a crash of the process; durable against power loss with the
+        next synced commit), for writes whose own sync would only add latency."""
         ...
 
     def autocommit(self) -> AbstractContextManager[Executor]:
@@ -98,9 +101,14 @@ class CoreTransport:
         self.dialect = engine.dialect.name
 
     @contextmanager
-    def transaction(self) -> Iterator[Executor]:
-        """:func:`chatkeep.store.connections.transaction`."""
+    def transaction(self, *, synced: bool = True) -> Iterator[Executor]:
+        """:func:`chatkeep.store.connections.transaction`. ``synced=False`` is honoured on
+        PostgreSQL (``SET LOCAL synchronous_commit TO OFF``); SQLite's level cannot
+        change inside SQLAlchemy's transaction, so there the commit syncs as configured
+        (this path serves while statement listeners are attached)."""
         with transaction(self.engine) as conn:
+            if not synced and self.dialect == "postgresql":
+                conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
             yield CoreExecutor(conn)
 
     @contextmanager

@@ -131,7 +131,10 @@ def record_manifest(transport: Transport, session_id: str, tenant: Ref, last_seq
     """Store a request's manifest as the session's next turn, with the texts it names
     (kept once per session), in one transaction; returns the turn. ``also`` writes more
     in that transaction, last (the call's quota reservation: its locks are then held
-    the shortest); what it raises rolls the manifest back too."""
+    the shortest); what it raises rolls the manifest back too. The commit does not wait
+    for the disk (``transaction(synced=False)``): written before the call leaves,
+    visible to every process and durable against a crash of this one at once, and
+    durable against power loss with the next synced commit (in a turn, the answer's)."""
     put_texts, put_manifest = _manifest_statements(transport.dialect)
     owner = {"session_id": session_id, **ref_values("tenant", tenant)}
     params = {"b_session_id": session_id, "b_tenant_type": owner["tenant_type"],
@@ -140,7 +143,7 @@ def record_manifest(transport: Transport, session_id: str, tenant: Ref, last_seq
     attempt = 0
     while True:
         try:
-            with transport.transaction() as ex:
+            with transport.transaction(synced=False) as ex:
                 if texts:
                     ex.many(put_texts, [{**owner, "digest": digest, "body": body}
                                         for digest, body in texts.items()])
