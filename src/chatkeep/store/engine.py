@@ -19,6 +19,8 @@ not exist) is a ``StoreError`` naming the URL, raised here, before any connectio
 
 from __future__ import annotations
 
+import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -239,6 +241,78 @@ def apply_sqlite_pragmas(engine: Engine, synchronous: str, *, wal: bool = True) 
         cursor.close()
 
 
+class QueuedWriter(sqlite3.Connection):
+    """A pysqlite connection whose write transactions (``BEGIN IMMEDIATE``) queue on a
+    lock its engine's connections share: this process's threads then wait their turn on
+    the lock, not in SQLite's busy handler, which sleeps 1, 2, 5, 10... ms between tries
+    and so keeps a waiter well past the writer's commit. Other processes still meet
+    SQLite's own lock and busy timeout. The lock is let go when the transaction ends
+    (commit, rollback, an error that ended it, close). A thread that holds it already
+    (a write on a second connection inside its own) does not wait on it: SQLite answers
+    that as before. Past the busy timeout a waiter goes on to SQLite's lock as before.
+    Each engine's class has its own lock (:func:`queued_writer`)."""
+
+    _writer: threading.Lock
+    _holder: list[int]
+    """The thread holding ``_writer`` (shared by the engine's connections)."""
+    _holding = False
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if sql == "BEGIN IMMEDIATE" and not self._holding:
+            self._take()
+        try:
+            return super().execute(sql, *args)
+        finally:
+            if self._holding and not self.in_transaction:
+                self._give()
+
+    def executemany(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        try:
+            return super().executemany(sql, *args)
+        finally:
+            if self._holding and not self.in_transaction:
+                self._give()
+
+    def commit(self) -> None:
+        try:
+            super().commit()
+        finally:
+            if self._holding and not self.in_transaction:
+                self._give()
+
+    def rollback(self) -> None:
+        try:
+            super().rollback()
+        finally:
+            if self._holding:
+                self._give()
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            if self._holding:
+                self._give()
+
+    def _take(self) -> None:
+        me = threading.get_ident()
+        if me in self._holder:
+            return  # this thread is writing on another connection: SQLite answers that
+        if self._writer.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000):
+            self._holder.append(me)
+            self._holding = True
+
+    def _give(self) -> None:
+        self._holding = False
+        self._holder.clear()
+        self._writer.release()
+
+
+def queued_writer() -> type[QueuedWriter]:
+    """A :class:`QueuedWriter` class with a lock of its own, for one engine."""
+    return type("QueuedWriter", (QueuedWriter,), {"_writer": threading.Lock(), "_holder": []})
+
+
 def _sqlite_engine(parsed: URL, synchronous: str, **kwargs: Any) -> Engine:
     path = sqlite_path(parsed)
     in_memory = parsed.database in (None, "", ":memory:")
@@ -250,7 +324,8 @@ def _sqlite_engine(parsed: URL, synchronous: str, **kwargs: Any) -> Engine:
         kwargs.setdefault("poolclass", StaticPool)
         kwargs.setdefault("connect_args", {"check_same_thread": False})
     else:
-        kwargs.setdefault("connect_args", {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        kwargs.setdefault("connect_args", {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000,
+                                           "factory": queued_writer()})
     engine = create_engine(parsed, **kwargs)
 
     apply_sqlite_pragmas(engine, synchronous, wal=not in_memory)
