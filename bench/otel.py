@@ -60,6 +60,7 @@ def _ways() -> dict[str, Callable[[], None]]:
     def use(on: bool, pair: tuple[object, metrics._Instruments] | None) -> Callable[[], None]:
         def switch() -> None:
             tracing.ON = on
+            tracing.ALWAYS = on  # the hooks run without a global provider set
             metrics.ON = on
             if pair is not None:
                 tracing._tracers[:] = [pair[0]]  # type: ignore[list-item]

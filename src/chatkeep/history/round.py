@@ -251,6 +251,9 @@ class HistoryRound:
         self.recall_refused: str | None = getattr(recalled, "quota_refused", None)
         """Why its recall was by words only for quota (``history.info.recall_refused``)."""
         self._repository = compressor._repository_for(session)
+        self.traced = telemetry.live()
+        """Whether this round's spans and measurements have anywhere to go (checked once,
+        as it starts: :func:`chatkeep.observability.tracing.live`)."""
 
     def prepare(self) -> PreparedRound:
         """Re-read the session (its switches, summary and watermark may have moved
@@ -258,7 +261,7 @@ class HistoryRound:
         compressor, session = self.compressor, self.session
         read = self._repository.read_history
         row, pinned_before, messages = telemetry.read_history(read, session.id) \
-            if telemetry.ON else read(session.id)
+            if self.traced else read(session.id)
         session.adopt_row(row)
         egress = compressor._egress(session, self._known)
         summary = compressor._model_summary(session, row.summary, egress)
@@ -329,7 +332,7 @@ class HistoryRound:
         """The round as ``build_history`` runs it: the plan in the round's wire format,
         scrubbed as one body (in a ``chatkeep.build_history`` span when OpenTelemetry is
         installed)."""
-        if telemetry.ON:
+        if self.traced:
             return telemetry.build_history(self, self._build)
         return self._build()
 
@@ -390,7 +393,7 @@ class HistoryRound:
                 self.compressor._summarize, session, prepared.summary, prepared.plan.fold,
                 prepared.egress, max_calls=self.max_fold_calls, renew=renew)
             folded = telemetry.fold(session, prepared.plan.fold, summarize) \
-                if telemetry.ON else summarize()
+                if self.traced else summarize()
             if isinstance(folded, Deferred):  # refused for quota: no back-off
                 repository.release_fold(session.id, held[0])
                 return folded

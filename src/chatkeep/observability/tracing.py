@@ -36,8 +36,36 @@ R = TypeVar("R", bound=Sequence[Any])
 ON = metrics.ON
 """Whether the hooks run: ``opentelemetry`` is importable (checked without importing it)."""
 
+ALWAYS = False
+"""Run the round's hooks even while no provider is set (``bench/otel.py`` measures the
+API's own cost that way); otherwise :func:`live` skips them then."""
+
 _PLACEHOLDER = re.compile(r"<[A-Z][A-Z0-9_]*_\d+>")
 _tracers: list[Tracer] = []
+
+
+def live() -> bool:
+    """Whether the round's telemetry has anywhere to go now: the API is importable and
+    the application set a tracer or a meter provider (until one does, the API's proxies
+    drop every span and measurement, so the hooks of each ``build_history`` would only
+    cost time). Checked per call: a provider set later is seen at the next round."""
+    if not ON:
+        return False
+    if ALWAYS:
+        return True
+    if not _providers:
+        from opentelemetry import metrics as otel_metrics
+        from opentelemetry import trace
+
+        _providers.extend([trace.get_tracer_provider, otel_metrics.get_meter_provider,
+                           trace.ProxyTracerProvider])
+    tracers, meters, proxy = _providers
+    return type(tracers()) is not proxy or \
+        type(meters()).__name__ != "_ProxyMeterProvider"
+
+
+_providers: list[Any] = []
+"""The API's provider getters and its proxy class, imported on the first check."""
 
 
 def tracer() -> Tracer:
