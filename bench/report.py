@@ -139,6 +139,18 @@ below.""",
         quick=("--postgres", "{pg_sync}", "--no-sdk", "--calls", "400", "--appends", "1000"),
         services=("{pg}",)),
     Bench(
+        "history_ab", "`build_history` beside the release before the round",
+        """\
+`bench/history_ab.py` runs `build_history` on the sessions `bench/history.py` times, from
+this checkout and from the commit before the history round became a public object
+(`05c3a39`, the history round's "today"), each in a process of its own on its own
+SQLite file, blocks of calls interleaved. Since replay, each call also records its
+request's manifest, a write the older commit does not make; a third side runs the round
+with its manifest off, which tells the round's own cost from the manifest's. Target: the
+round's own cost at most `1.03x` the older commit's (a time ratio, the worst session
+size).""",
+        full=("--calls", "1000"), quick=("--calls", "300")),
+    Bench(
         "append", "Appends beside the Agents SDK's `SQLiteSession`",
         """\
 `bench/append.py` writes one user message per transaction to one session in a SQLite file
