@@ -25,17 +25,6 @@ from chatkeep.errors import (
     StoreError,
 )
 from chatkeep.jobs import Dispatcher, InlineDispatcher, make_dispatcher
-from chatkeep.lifecycle import (
-    Eraser,
-    ErasureCheck,
-    ErasurePlan,
-    ErasureReceipt,
-    HoldService,
-    erase_scope,
-)
-from chatkeep.lifecycle.caches import forget_cached
-from chatkeep.lifecycle.erase import Progress
-from chatkeep.lifecycle.retention import RetentionService
 from chatkeep.llm.base import ChatModel
 from chatkeep.llm.openai_client import model_from_config
 from chatkeep.quotas import QuotaService
@@ -44,29 +33,45 @@ from chatkeep.refs import Ref, require_ref
 from chatkeep.sessions import SessionService
 from chatkeep.store.connections import ensure_started, on_first_use, store_error
 from chatkeep.store.engine import describe_url, make_engine
-from chatkeep.store.lifecycle import LifecycleStore
 from chatkeep.store.migrate import ensure_schema
 from chatkeep.store.quotas import QuotaStore
 from chatkeep.store.repository import Repository, UsageLine
-from chatkeep.store.retention import RetentionStore
 from chatkeep.tokens import HeuristicCounter, TokenCounter
+from chatkeep.validation import check_int
 
 if TYPE_CHECKING:
     # The model-facing layers load when first used (``Chatkeep._build``): a program
     # that only reads the store (the CLI's read commands) never imports them.
     from chatkeep.history.compressor import HistoryCompressor
     from chatkeep.history.replay import Replay
+    from chatkeep.lifecycle import (
+        Eraser,
+        ErasureCheck,
+        ErasurePlan,
+        ErasureReceipt,
+        HoldService,
+    )
+    from chatkeep.lifecycle.erase import Progress
+    from chatkeep.lifecycle.retention import RetentionService
     from chatkeep.memory import MemoryService
     from chatkeep.memory.embedders import Embedder
     from chatkeep.privacy.detector import Recognizer
     from chatkeep.privacy.guard import PrivacyGuard
     from chatkeep.sessions import ChatSession
+    from chatkeep.store.lifecycle import LifecycleStore
 
 #: The jobs' names, ``chatkeep.memory.DISTIL_JOB`` and ``chatkeep.history.compressor.FOLD_JOB``,
 #: known without importing those layers (tests/test_lazy_facade.py checks they agree).
 _DISTIL_JOB, _FOLD_JOB = "distil", "fold"
-#: The parts ``Chatkeep`` builds on first use (``Chatkeep.__getattr__``).
-_PARTS = frozenset({"privacy", "compressor", "memory"})
+#: The parts ``Chatkeep`` builds on first use (``Chatkeep.__getattr__``): the
+#: model-facing layers, and forgetting's (a program that only reads the store, the CLI's
+#: read commands, imports neither).
+_PARTS = frozenset({"privacy", "compressor", "memory", "lifecycle", "holds", "eraser",
+                    "retention"})
+#: ``chatkeep.lifecycle.retention.MAX_DAYS``, known without importing it: the retention
+#: defaults are checked at construction as ``RetentionService`` checks them
+#: (tests/test_lazy_facade.py checks they agree).
+_MAX_RETENTION_DAYS = 36_500
 
 
 class Chatkeep:
@@ -89,6 +94,15 @@ class Chatkeep:
     """What the model receives, and the folds (built on first use)."""
     memory: MemoryService
     """Long-term memory: distilling, recall, the sweep (built on first use)."""
+    lifecycle: LifecycleStore
+    """Forgetting's store procedures: deletes, erasures, holds, the log (built on first
+    use)."""
+    holds: HoldService
+    """Legal holds (built on first use)."""
+    eraser: Eraser
+    """Erasure of a data subject: plan, erase, verify (built on first use)."""
+    retention: RetentionService
+    """Retention policies and their sweep (built on first use)."""
 
     def __init__(self, database_url: str | Engine, *, model: Any = None,
                  config: Config | Mapping[str, Any] | None = None,
@@ -133,15 +147,15 @@ class Chatkeep:
         self._embedder = embedder
         self._building = threading.RLock()
         self.dispatcher.bind(self.job_handlers())
-        # Forgetting (issue 36): deletes, erasures and holds over the store's procedures.
-        self.lifecycle = LifecycleStore(self.engine, self.repository.clock)
-        self.holds = HoldService(self.lifecycle)
-        self.eraser = Eraser(self.lifecycle, on_erased=self._forget_cached)
-        self.retention = RetentionService(
-            self.lifecycle, RetentionStore(self.engine, self.repository.clock),
-            session_idle_days=self.config.privacy.session_retention_days,
-            memory_idle_days=self.config.privacy.memory_retention_days,
-            on_deleted=self._forget_cached)
+        # Forgetting (issue 36): deletes, erasures and holds over the store's procedures,
+        # built on first use (``_make_lifecycle`` ...); the retention defaults are checked
+        # now, as building ``retention`` checks them.
+        for days, name in ((self.config.privacy.session_retention_days,
+                            "privacy.session_retention_days"),
+                           (self.config.privacy.memory_retention_days,
+                            "privacy.memory_retention_days")):
+            if days is not None:
+                check_int(days, name, minimum=0, maximum=_MAX_RETENTION_DAYS)
         self.sessions.on_delete.append(lambda _session_id: self._forget_cached())
         # Quotas (issue 33): a reservation before every model call made for a tenant.
         self.quotas = QuotaService(QuotaStore(self.engine, self.repository.clock),
@@ -152,7 +166,8 @@ class Chatkeep:
             self._build("memory")
 
     def __getattr__(self, name: str) -> Any:
-        """The model-facing parts, ``privacy``, ``compressor`` and ``memory``, each built
+        """The model-facing parts, ``privacy``, ``compressor`` and ``memory``, and
+        forgetting's, ``lifecycle``, ``holds``, ``eraser`` and ``retention``, each built
         (and wired to the others) the first time it is asked for; an attribute after."""
         if name not in _PARTS:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
@@ -165,6 +180,31 @@ class Chatkeep:
                 part = getattr(self, f"_make_{name}")()
                 self.__dict__[name] = part
             return part
+
+    def _make_lifecycle(self) -> LifecycleStore:
+        from chatkeep.store.lifecycle import LifecycleStore
+
+        return LifecycleStore(self.engine, self.repository.clock)
+
+    def _make_holds(self) -> HoldService:
+        from chatkeep.lifecycle import HoldService
+
+        return HoldService(self.lifecycle)
+
+    def _make_eraser(self) -> Eraser:
+        from chatkeep.lifecycle import Eraser
+
+        return Eraser(self.lifecycle, on_erased=self._forget_cached)
+
+    def _make_retention(self) -> RetentionService:
+        from chatkeep.lifecycle.retention import RetentionService
+        from chatkeep.store.retention import RetentionStore
+
+        return RetentionService(
+            self.lifecycle, RetentionStore(self.engine, self.repository.clock),
+            session_idle_days=self.config.privacy.session_retention_days,
+            memory_idle_days=self.config.privacy.memory_retention_days,
+            on_deleted=self._forget_cached)
 
     def _make_privacy(self) -> PrivacyGuard:
         from chatkeep.privacy.guard import PrivacyGuard
@@ -213,6 +253,8 @@ class Chatkeep:
                 or bool(memory.embedding_model))
 
     def _forget_cached(self) -> None:
+        from chatkeep.lifecycle.caches import forget_cached
+
         # Only what was built can hold anything.
         forget_cached(self.__dict__.get("privacy"), self.__dict__.get("memory"))
 
@@ -273,6 +315,8 @@ class Chatkeep:
                      subject: Ref | None = None, whole_tenant: bool = False) -> ErasurePlan:
         """What ``erase`` with these arguments would remove now (counts per surface, ids,
         what stays and why, the holds in the way), writing nothing: ``--dry-run``."""
+        from chatkeep.lifecycle import erase_scope
+
         return self.eraser.plan(erase_scope(tenant, actor, subject, whole_tenant))
 
     def erase(self, tenant: Ref, *, actor: Ref | None = None, subject: Ref | None = None,
@@ -285,6 +329,8 @@ class Chatkeep:
         (a killed run finishes when run again), in batches of ``batch_size``; refused
         with ``ScopeOnHold`` under a legal hold. Returns the receipt (no personal
         content); ``by`` names who asked, for the lifecycle log."""
+        from chatkeep.lifecycle import erase_scope
+
         return self.eraser.erase(erase_scope(tenant, actor, subject, whole_tenant), by=by,
                                  batch_size=batch_size, progress=progress)
 
@@ -292,6 +338,8 @@ class Chatkeep:
                        ) -> ErasureCheck:
         """Check an erasure's receipt against this store (its digest, the store's record
         of it, nothing of its scope left): truthy when it verifies, else it lists why."""
+        from chatkeep.lifecycle import ErasureReceipt
+
         if isinstance(receipt, str):
             receipt = ErasureReceipt.from_json(receipt)
         elif not isinstance(receipt, ErasureReceipt):

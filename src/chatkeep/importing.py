@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chatkeep.errors import ChatkeepError, InvalidMessage
-from chatkeep.formats import openai_chat
 from chatkeep.messages import MessageDraft, Role
 from chatkeep.refs import Ref
 from chatkeep.sessions import ChatSession, check_session, prepare_batch, validate_draft
@@ -89,6 +88,10 @@ def _parse_line(line: str) -> MessageDraft:
         raise InvalidMessage(f"name must be a string, got {type(name).__name__}")
     if data.get("role") == "assistant" and data.get("tool_call_id") is not None:
         raise InvalidMessage("only tool messages carry a tool_call_id")
+    # The wire formats load on the first line read: the CLI imports this module, and its
+    # other commands start without them (issue 32 item 11).
+    from chatkeep.formats import openai_chat
+
     try:
         (draft,) = openai_chat.from_wire([data])
     except ChatkeepError as exc:

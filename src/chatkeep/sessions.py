@@ -22,7 +22,6 @@ from chatkeep.errors import (
     SessionKeyConflict,
     SessionNotFound,
 )
-from chatkeep.formats import get_format, read_response
 from chatkeep.messages import (
     Message,
     MessageDraft,
@@ -32,7 +31,6 @@ from chatkeep.messages import (
     parse_tool_calls,
 )
 from chatkeep.refs import Ref, require_ref
-from chatkeep.store.lifecycle import LifecycleStore
 from chatkeep.store.quotas import Settlement
 from chatkeep.store.repository import BilledUsage, Repository, SessionRow
 from chatkeep.switches import protected_at_creation
@@ -54,11 +52,21 @@ from chatkeep.validation import (
 
 if TYPE_CHECKING:
     from chatkeep.history.summary import StructuredSummary
+    from chatkeep.store.lifecycle import LifecycleStore
 
 PURPOSES = ("chat", "summary", "distil", "manual")
 _T = TypeVar("_T")
 
 log = logging.getLogger("chatkeep.sessions")
+
+
+def _lifecycle_store(repository: Repository) -> LifecycleStore:
+    """Forgetting's store procedures on ``repository``'s engine, imported on first use
+    (as the wire formats are, by ``add_response`` and ``record``): a program that only
+    reads sessions, the CLI's read commands, loads neither (issue 32 item 11)."""
+    from chatkeep.store.lifecycle import LifecycleStore
+
+    return LifecycleStore(repository.engine, repository.clock)
 
 
 def _check_tokens(value: object, what: str) -> int:
@@ -257,7 +265,7 @@ class ChatSession:
         if self._keep_retracted:
             message = self.retract_last()
             return None if message is None else message.seq
-        seq = LifecycleStore(self._repo.engine, self._repo.clock).delete_last(self.id)
+        seq = _lifecycle_store(self._repo).delete_last(self.id)
         self.refresh()
         return seq
 
@@ -267,7 +275,7 @@ class ChatSession:
         ``privacy.keep_retracted_text`` on it is ``retract_last``."""
         if self._keep_retracted:
             return self.retract_last()
-        message = LifecycleStore(self._repo.engine, self._repo.clock).pop_last(self.id)
+        message = _lifecycle_store(self._repo).pop_last(self.id)
         self.refresh()
         return message
 
@@ -278,7 +286,7 @@ class ChatSession:
         messages went. With ``privacy.keep_retracted_text`` on it is ``retract_all``."""
         if self._keep_retracted:
             return self.retract_all()
-        count = LifecycleStore(self._repo.engine, self._repo.clock).delete_all(self.id)
+        count = _lifecycle_store(self._repo).delete_all(self.id)
         self.refresh()
         return count
 
@@ -317,6 +325,8 @@ class ChatSession:
         a streamed completion (the list of chunks, or the SDK's stream object after it
         finished), an OpenAI Responses ``Response``, or an Anthropic ``Message``.
         """
+        from chatkeep.formats import read_response
+
         metadata = check_metadata(metadata, error=InvalidMessage)
         turn = _reading("a model response", read_response, response)
         held, self._reservation = self._reservation, None
@@ -349,6 +359,8 @@ class ChatSession:
         (input items, or a string) or ``"anthropic_messages"`` (a list of ``MessageParam``:
         tool results sent as a user message of ``tool_result`` blocks become tool results).
         """
+        from chatkeep.formats import get_format
+
         wire = get_format(format)
         return self.add_drafts(_reading(f"a {wire.NAME} payload", wire.from_wire, payload))
 
@@ -521,9 +533,15 @@ class SessionService:
         # created under it: a process started without it must still redact that session.
         self._app_anonymize_pii = check_bool(app_anonymize_pii, "app_anonymize_pii")
         self._keep_retracted = check_bool(keep_retracted_text, "keep_retracted_text")
-        self._lifecycle = LifecycleStore(repository.engine, repository.clock)
+        self._lifecycle_built: LifecycleStore | None = None
         self.on_delete: list[Callable[[str], None]] = []
         """Called with a deleted session's id (the keep clears its caches there)."""
+
+    def _lifecycle(self) -> LifecycleStore:
+        """Forgetting's store procedures (``delete``), built on first use."""
+        if self._lifecycle_built is None:
+            self._lifecycle_built = _lifecycle_store(self._repo)
+        return self._lifecycle_built
 
     def _wrap(self, row: SessionRow) -> ChatSession:
         return ChatSession(self._repo, row, self._counter,
@@ -606,7 +624,7 @@ class SessionService:
         require_ref(tenant, "tenant")
         if by is not None:
             check_text(by, "by", max_length=NAME_MAX)
-        counts = self._lifecycle.delete_session(session_id, tenant, by=by)
+        counts = self._lifecycle().delete_session(session_id, tenant, by=by)
         for hook in self.on_delete:
             hook(session_id)
         return counts

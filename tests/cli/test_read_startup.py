@@ -2,7 +2,11 @@
 list``, ``sessions show``, ``usage``, ``tenants`` and ``db current`` read the store, so
 they import neither the history, privacy and memory layers nor the model guard, the
 recognizers' phone numbers, OpenTelemetry or an SDK (the facade builds those on first use;
-bench/cli_startup.py times the commands)."""
+bench/cli_startup.py times the commands); nor, on SQLite, the PostgreSQL dialect (no
+statement or index option of it is built at import), forgetting's modules (erasure, holds,
+retention: the facade builds them on first use; ``sessions show`` reads the session's
+holds through the lifecycle store alone), the dump, the wire formats, or rich's progress
+bars."""
 
 from __future__ import annotations
 
@@ -21,7 +25,11 @@ HEAVY = ("chatkeep.history.compressor", "chatkeep.history.round", "chatkeep.priv
          "chatkeep.privacy.detector", "chatkeep.privacy.recognizers", "chatkeep.privacy.redactor",
          "chatkeep.memory.service", "chatkeep.memory.distiller", "chatkeep.memory.recall",
          "chatkeep.memory.embedders", "chatkeep.llm.adapt", "chatkeep.observability",
-         "chatkeep.integrations", "phonenumbers", "openai", "anthropic", "opentelemetry")
+         "chatkeep.integrations", "phonenumbers", "openai", "anthropic", "opentelemetry",
+         "sqlalchemy.dialects.postgresql", "chatkeep.lifecycle", "chatkeep.store.retention",
+         "chatkeep.store.dump", "chatkeep.formats", "rich.progress")
+#: What only ``sessions show`` imports of that (the lifecycle store, for the holds).
+STORE_LIFECYCLE = "chatkeep.store.lifecycle"
 
 PROBE = """
 import json, sys
@@ -53,8 +61,8 @@ def database(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
         return url, session.id
 
 
-def _loaded(argv: list[str]) -> list[str]:
-    result = subprocess.run([sys.executable, "-c", PROBE % (HEAVY,), *argv],
+def _loaded(argv: list[str], heavy: tuple[str, ...] = HEAVY) -> list[str]:
+    result = subprocess.run([sys.executable, "-c", PROBE % (heavy,), *argv],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     *output, loaded = result.stdout.splitlines()
@@ -76,7 +84,8 @@ def test_a_read_command_imports_no_heavy_layer(database: tuple[str, str],
                                                command: list[str]) -> None:
     url, session_id = database
     argv = [part.format(id=session_id) for part in command]
-    assert _loaded([*argv, "--db", url]) == []
+    heavy = HEAVY if command[:2] == ["sessions", "show"] else (*HEAVY, STORE_LIFECYCLE)
+    assert _loaded([*argv, "--db", url], heavy) == []
 
 
 def test_the_probe_sees_a_command_that_loads_them(database: tuple[str, str]) -> None:
@@ -85,6 +94,19 @@ def test_the_probe_sees_a_command_that_loads_them(database: tuple[str, str]) -> 
     url, session_id = database
     loaded = _loaded(["history", session_id, "--db", url])
     assert "chatkeep.history.compressor" in loaded and "chatkeep.privacy.detector" in loaded
+    assert "chatkeep.formats" in loaded
+
+
+@pytest.mark.parametrize(("command", "loads"), [
+    (["holds", "list", "--tenant", "organization:7"], "chatkeep.lifecycle"),
+    (["export"], "chatkeep.store.dump"),
+    (["db", "upgrade"], "sqlalchemy.dialects.postgresql"),  # Alembic's DDL modules load it
+], ids=" ".join)
+def test_the_probe_sees_what_other_commands_load(database: tuple[str, str],
+                                                 command: list[str], loads: str) -> None:
+    """The names added to the check above are loaded by the commands that need them."""
+    url, _ = database
+    assert loads in _loaded([*command, "--db", url], (*HEAVY, STORE_LIFECYCLE))
 
 
 def test_sessions_show_says_what_the_guard_says(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ database and exits 1 when it does not verify.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -29,9 +29,12 @@ from chatkeep.cli.common import (
 )
 from chatkeep.cli.sessions import SessionIdArg, find_session
 from chatkeep.errors import ChatkeepError, InvalidArgument
-from chatkeep.lifecycle import ErasureReceipt
 from chatkeep.store.engine import make_engine
-from chatkeep.store.lifecycle import HoldRow, vacuum
+
+if TYPE_CHECKING:
+    # Forgetting's modules load when a command of this file runs: every other command
+    # starts without them (issue 32 item 11).
+    from chatkeep.store.lifecycle import HoldRow
 
 holds_app = typer.Typer(help="Legal holds: a held scope refuses delete, erase and retention.",
                         no_args_is_help=True)
@@ -128,6 +131,8 @@ def _verify(file: Path, as_json: bool, db: str) -> None:
     """Check an erasure receipt against the database: its digest, the database's own
     record of that erasure, and nothing of the erased scope left. Exit code 1 when it
     does not verify."""
+    from chatkeep.lifecycle import ErasureReceipt
+
     with open_keep(db, existing=True) as keep:
         try:
             check = keep.verify_erasure(ErasureReceipt.from_json(
@@ -210,6 +215,8 @@ def vacuum_db(full: Annotated[bool, typer.Option(
     """Reclaim the space of deleted rows: SQLite VACUUM (the file is rewritten) and a WAL
     truncate; PostgreSQL VACUUM on chatkeep's tables (dead row versions become free
     space; with --full the tables are rewritten and the space returned)."""
+    from chatkeep.store.lifecycle import vacuum
+
     require_existing(db)
     engine = make_engine(db)
     try:

@@ -17,7 +17,6 @@ from datetime import timedelta
 from typing import Annotated, Any
 
 import typer
-from rich.progress import Progress
 
 from chatkeep.app import Chatkeep
 from chatkeep.cli.common import (
@@ -85,6 +84,8 @@ def sweep(idle_after: Annotated[str | None, typer.Option(
                      ("new", "number"), ("superseded", "number"), ("dupes", "number"),
                      ("status", "text"))
         failures = 0
+        from rich.progress import Progress  # (loaded by the commands that draw one)
+
         with Progress(console=console, transient=True) as progress:
             # Counted in messages, not sessions: one long session is most of the work.
             task = progress.add_task("distilling messages", total=sum(
@@ -211,6 +212,8 @@ def embed(batch_size: Annotated[int | None, typer.Option(
                           f"{safe(status.model)} vectors")
             return
         total = status.missing if limit is None else min(limit, status.missing)
+        from rich.progress import Progress
+
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task(f"embedding with {safe(status.model)}", total=total)
             result = keep.memory.embed_missing(

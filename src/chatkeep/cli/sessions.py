@@ -196,7 +196,9 @@ def show(session_id: SessionIdArg, tenant: TenantOption = None,
             None if as_json else TAIL_DEFAULT
         shown = messages if count is None else messages[len(messages) - count:] \
             if count else []
-        holds = keep.holds.list(s.tenant, session_id=s.id)
+        # The store's read itself (the session's id and tenant are the stored ones):
+        # keep.holds would load the erasure modules with it.
+        holds = keep.lifecycle.list_holds(s.tenant, session_id=s.id)
         if as_json:
             print_json({**session_json(s), "summary": s.summary,
                         "holds": [{"id": h.id, "on": h.describe(), "reason": h.reason}

@@ -26,19 +26,16 @@ from chatkeep.cli.common import (
     ref_option,
 )
 from chatkeep.importing import import_messages, read_jsonl
-from chatkeep.store.dump import (
-    FORMAT,
-    check_file,
-    dump_lines,
-    restore_file,
-    write_dump,
-    write_lines,
-)
 from chatkeep.store.migrate import head_revision
+
+# The dump (chatkeep.store.dump and its checks) is imported by the two commands that use
+# it, not with the CLI: every other command starts without it (issue 32 item 11).
 
 
 def _is_dump(path: Path) -> bool:
     """Whether ``path`` starts with a dump's header line."""
+    from chatkeep.store.dump import FORMAT
+
     with path.open(encoding="utf-8", errors="replace") as file:
         return f'"format":"{FORMAT.partition("/")[0]}/' in file.readline(4096)
 
@@ -53,6 +50,8 @@ def export(out: Annotated[Path | None, typer.Option(
     """Write everything stored as JSON Lines: sessions with their seqs, times, metadata,
     retractions, summary and watermark, the usage ledger, memories, and each session's
     placeholder vault still sealed. `chatkeep import` restores it exactly."""
+    from chatkeep.store.dump import dump_lines, write_dump, write_lines
+
     tenant_ref = parse_ref(tenant, "tenant")
     with open_keep(db, existing=True) as keep:
         lines = dump_lines(keep.engine, head_revision(), tenant_ref)
@@ -83,6 +82,8 @@ def import_file(file: Annotated[Path, typer.Argument(
     not own restores nothing), or create a session holding every message of FILE: all of
     it or, if any line is refused, nothing (the error names the line)."""
     if _is_dump(file):
+        from chatkeep.store.dump import check_file, restore_file
+
         if tenant or actor or subject or title:
             fail("a dump carries its own tenants and sessions: --tenant, --actor, "
                  "--subject and --title do not apply")

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy import Index, Table
 from sqlalchemy.util import PopulateDict
 
+from chatkeep.errors import InvalidArgument
+
 if TYPE_CHECKING:
     from sqlalchemy.dialects.postgresql import Insert as PgInsert
     from sqlalchemy.dialects.sqlite import Insert as SqliteInsert
@@ -77,7 +79,7 @@ def dialect_insert(dialect: str, table: Table) -> SqliteInsert | PgInsert:
     elif dialect == "sqlite":
         from sqlalchemy.dialects.sqlite import insert
     else:
-        raise ValueError(f"no dialect insert for {dialect!r}")
+        raise InvalidArgument(f"no dialect insert for {dialect!r}")
     made: SqliteInsert | PgInsert = insert(table)
     return made
 
@@ -153,7 +155,7 @@ def postgresql_options(index: Index, **options: Any) -> Index:
     never builds PostgreSQL DDL or compares the schema never imports the dialect."""
     if "dialect_options" in index.__dict__ and isinstance(index.__dict__["dialect_options"],
                                                           _PendingOptions):
-        raise ValueError(f"index {index.name!r} already has pending PostgreSQL options")
+        raise InvalidArgument(f"index {index.name!r} already has pending PostgreSQL options")
     lazy = _PendingOptions(index, {f"{_PG}_{name}": value for name, value in options.items()})
     dict.update(lazy, index.dialect_options)  # what the index was made with (SQLite's)
     index.__dict__["dialect_options"] = lazy
