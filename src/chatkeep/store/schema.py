@@ -77,6 +77,11 @@ MARK_EXPRESSIONS = {"sqlite": f"json_extract(metadata, '$.{INDEXED_MARK}')",
 MARK_INDEX = "ix_chat_messages_langchain_id"
 """Its index (one name, an expression per dialect; the PostgreSQL one declared
 first: autogenerate compares it there, and skips expression indexes on SQLite)."""
+MARK_PRESENT = {dialect: f"{expression} IS NOT NULL"
+                for dialect, expression in MARK_EXPRESSIONS.items()}
+"""The index's predicate per dialect (migration 0017): only messages that carry the id
+have an entry, so an append of any other message writes nothing to it. A lookup states
+``<expression> IN (...)`` (or ``=``), which implies it: both planners then use the index."""
 SYSTEM_ROLE = "role = 'system'"
 
 def ref_values(prefix: str, ref: Ref | None) -> dict[str, Any]:
@@ -180,10 +185,11 @@ chat_messages = Table(
     # middleware asks which of a state's ids a session holds; the repository reads it with
     # this very expression (MARK_EXPRESSIONS), so the lookup is an index probe, not a scan
     # of the session's messages.
-    Index(MARK_INDEX, "session_id",
-          text(MARK_EXPRESSIONS["postgresql"])).ddl_if(dialect="postgresql"),
-    Index(MARK_INDEX, "session_id",
-          text(MARK_EXPRESSIONS["sqlite"])).ddl_if(dialect="sqlite"),
+    # Partial (migration 0017): the messages without that id, most of them, skip it.
+    postgresql_options(Index(MARK_INDEX, "session_id", text(MARK_EXPRESSIONS["postgresql"])),
+                       where=text(MARK_PRESENT["postgresql"])).ddl_if(dialect="postgresql"),
+    Index(MARK_INDEX, "session_id", text(MARK_EXPRESSIONS["sqlite"]),
+          sqlite_where=text(MARK_PRESENT["sqlite"])).ddl_if(dialect="sqlite"),
 )
 
 # One row per assistant tool call: lets a tool result be checked against its call
