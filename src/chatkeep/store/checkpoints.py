@@ -9,22 +9,29 @@ those rows' values. A pruned checkpoint whose values a kept one still reads stay
 row without a checkpoint (``checkpoint IS NULL``), never listed. Pending writes are
 merged into their checkpoint's row in one transaction (the row locked). Statements are
 built once and run through the store's transports, as the quotas' are.
+
+Writes are grouped (:class:`_Group`): LangGraph hands a step's checkpoint and its tasks'
+writes to its background threads at about the same moment, and those that arrive while
+one transaction commits go together in the next, one commit for them all (each call
+still returns once its own write is committed; a group that fails is run again one
+write per transaction, so each call gets its own outcome).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Engine, bindparam, delete, null, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from chatkeep.refs import Ref
 from chatkeep.store.direct import driver_transport
-from chatkeep.store.executor import CoreTransport, Transport
+from chatkeep.store.executor import CoreTransport, Executor, Transport
 from chatkeep.store.rows import utcnow
 from chatkeep.store.schema import chat_checkpoints, chat_sessions
 
@@ -98,6 +105,105 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+T = TypeVar("T")
+
+
+class _Write(Generic[T]):
+    """One caller's write, waiting for the transaction that runs it."""
+
+    __slots__ = ("done", "error", "lead", "value", "work")
+
+    def __init__(self, work: Callable[[Executor], T]) -> None:
+        self.work = work
+        self.done = threading.Event()
+        self.lead = False
+        """Set when this caller is handed the group's lead (its leader failed)."""
+        self.value: T | None = None
+        self.error: BaseException | None = None
+
+    def finish(self, value: T | None, error: BaseException | None) -> None:
+        self.value, self.error = value, error
+        self.done.set()
+
+    def outcome(self) -> T:
+        if self.error is not None:
+            raise self.error
+        return self.value  # type: ignore[return-value]
+
+
+class _Group:
+    """Group commit: the writes that queue while a transaction runs are run together in
+    the next one, by the thread whose write found none running (the leader: it commits
+    groups until none waits); the others wait for their write's outcome."""
+
+    def __init__(self, transport: Transport, *, grouping: bool = True) -> None:
+        self._transport = transport
+        self._grouping = grouping
+        """Off under the async API: its calls share the bridge's thread (a waiting one
+        would block the leader), and come one at a time there anyway."""
+        self._lock = threading.Lock()
+        self._queue: list[_Write[Any]] = []
+        self._busy = False
+
+    def run(self, work: Callable[[Executor], T]) -> T:
+        """``work(ex)`` in a write transaction, maybe beside other callers' writes."""
+        if not self._grouping:
+            with self._transport.transaction() as ex:
+                return work(ex)
+        mine: _Write[T] = _Write(work)
+        with self._lock:
+            self._queue.append(mine)
+            lead = not self._busy
+            self._busy = True
+        if not lead:
+            mine.done.wait()
+            if not mine.lead:
+                return mine.outcome()
+        try:
+            while True:
+                with self._lock:
+                    group, self._queue = self._queue, []
+                    if not group:
+                        self._busy = False
+                        break
+                self._commit(group)
+        except BaseException:
+            with self._lock:  # hand the lead over to the next waiting write, if any
+                if self._queue:
+                    self._queue[0].lead = True
+                    self._queue[0].done.set()
+                else:
+                    self._busy = False
+            raise
+        return mine.outcome()
+
+    def _commit(self, group: list[_Write[Any]]) -> None:
+        try:
+            if len(group) > 1:
+                try:
+                    with self._transport.transaction() as ex:
+                        values = [write.work(ex) for write in group]
+                except Exception:
+                    pass  # rolled back: each write alone below, with its own outcome
+                else:
+                    for write, value in zip(group, values, strict=True):
+                        write.finish(value, None)
+                    return
+            for write in group:
+                try:
+                    with self._transport.transaction() as ex:
+                        value = write.work(ex)
+                except Exception as exc:
+                    write.finish(None, exc)
+                else:
+                    write.finish(value, None)
+        except BaseException as exc:  # an interrupt: no write of the group is left waiting
+            for write in group:
+                if not write.done.is_set():
+                    write.finish(None, exc)
+            raise
+
+
 class CheckpointStore:
     """``chat_checkpoints`` over one engine (thread-safe; one per keep)."""
 
@@ -105,6 +211,7 @@ class CheckpointStore:
         self.engine = engine
         self.clock = clock
         self._transport: Transport = driver_transport(engine) or CoreTransport(engine)
+        self._group = _Group(self._transport, grouping=not engine.dialect.is_async)
 
     @property
     def integrity_errors(self) -> tuple[type[Exception], ...]:
@@ -124,10 +231,14 @@ class CheckpointStore:
                "ns": ns, "checkpoint_id": checkpoint_id, "parent_id": parent_id,
                "checkpoint": _dumps(checkpoint), "holders": _dumps(sorted(holders)),
                "blobs": _dumps(blobs), "writes": None, "created_at": self.clock()}
-        with self._transport.transaction() as ex:
-            ex.many(UPSERT[self._transport.dialect], [row])
+        upsert = UPSERT[self._transport.dialect]
+
+        def work(ex: Executor) -> None:
+            ex.many(upsert, [row])
             if keep_last is not None:
                 self._prune(ex, session_id, ns, keep_last)
+
+        self._group.run(work)
 
     def _prune(self, ex: Any, session_id: str, ns: str, keep: int) -> None:
         space = {"b_session_id": session_id, "b_ns": ns}
@@ -152,7 +263,8 @@ class CheckpointStore:
         dropped)."""
         params = {"b_session_id": session_id, "b_ns": ns, "b_checkpoint_id": checkpoint_id}
         dialect = self._transport.dialect
-        with self._transport.transaction() as ex:
+
+        def work(ex: Executor) -> None:
             found = ex.rows(WRITES_OF[dialect], params)
             if not missing_ok and (not found or not found[0][1]):
                 return  # not stored, or dropped: its writes go with it
@@ -167,6 +279,8 @@ class CheckpointStore:
             merged = merge(json.loads(found[0][0]) if found[0][0] else [])
             if merged is not None:
                 ex.many(SET_WRITES, [{**params, "b_writes": _dumps(merged)}])
+
+        self._group.run(work)
 
     def prune(self, session_id: str, keep: int | None) -> None:
         """Keep each namespace's newest ``keep`` checkpoints (``None``: drop them all)."""
