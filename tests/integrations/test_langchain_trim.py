@@ -22,7 +22,15 @@ from typing import Any
 import aiosqlite
 import pytest
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain.agents.middleware import ModelResponse
+from langchain.agents.middleware.types import ExtendedModelResponse
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -45,6 +53,7 @@ from chatkeep.aio import AsyncChatkeep
 from chatkeep.errors import ForeignThreadState
 from chatkeep.integrations.langchain import ChatkeepMiddleware
 from chatkeep.integrations.langchain.messages import LANGCHAIN_ID
+from chatkeep.integrations.langchain.middleware import answered, with_removal
 from chatkeep.integrations.langchain.trim import folded_ids, settled
 
 ORG, OTHER = Ref("organization", 31), Ref("organization", 32)
@@ -321,3 +330,53 @@ def test_a_tool_call_and_its_results_go_together() -> None:
     assert folded_ids(STATE, {"a1"}, recorded_as(EVERYTHING)) == ["h1", "a2", "h2", "a3"]
     assert folded_ids(STATE, set(), recorded_as(EVERYTHING - {"t1"})) == \
         ["h1", "a2", "h2", "a3"]
+
+
+@pytest.mark.parametrize("driven", ["sync"])
+def test_the_trim_comes_with_the_answer_in_the_models_own_step(db_url: str, driven: str,
+                                                               tmp_path: Path) -> None:
+    """No graph step of the middleware's own after a model call (a checkpoint and its
+    writes fewer per call): the model step's update adds the recorded answer and removes
+    what the session has folded."""
+    model, thread = WeatherModel(), f"t-{uuid.uuid4()}"
+
+    async def scenario() -> None:
+        async with running(db_url, driven, "memory", tmp_path, config=SMALL) as run:
+            agent = agent_for(run, model)
+            assert not [n for n in agent.get_graph().nodes if n.endswith(".after_model")]
+            removed: list[str] = []
+            for i in range(TURNS):
+                for update in agent.stream(ask(i), cfg(thread), stream_mode="updates",
+                                           context={"tenant": ORG}):
+                    for node, values in update.items():
+                        # one update, or (a command beside the answer) a list of them
+                        parts = values if isinstance(values, list) else [values]
+                        messages = [m for part in parts for m in
+                                    (part or {}).get("messages") or []]
+                        gone = [m.id for m in messages if isinstance(m, RemoveMessage)]
+                        if gone:
+                            assert node == "model"
+                            assert any(isinstance(m, AIMessage) for m in messages)
+                            removed += gone
+            stored = await run.stored_ids(thread)
+            assert removed and set(removed) <= set(stored)
+            kept = (await run.state(agent, cfg(thread))).values["messages"]
+            assert not {m.id for m in kept} & set(removed)
+            assert [m.id for m in kept] == stored[-len(kept):]
+
+    asyncio.run(scenario())
+
+
+def test_an_answer_without_an_id_is_recorded_under_the_id_the_state_keeps() -> None:
+    state: list[BaseMessage] = [HumanMessage("Hi", id="h-1")]
+    out, after = answered(state, ModelResponse(result=[AIMessage("Hello")]))
+    assert isinstance(out, ModelResponse)
+    given = out.result[0].id
+    assert given and [m.id for m in after] == ["h-1", given]
+    kept = AIMessage("Kept", id="a-1")
+    assert answered(state, kept) == (kept, [*state, kept])
+    removal = with_removal(out, ["h-0"])
+    assert isinstance(removal, ExtendedModelResponse) and removal.model_response is out
+    assert removal.command is not None
+    assert [m.id for m in removal.command.update["messages"]] == ["h-0"]
+    assert with_removal(out, []) is out

@@ -26,6 +26,7 @@ import dataclasses
 import json
 import logging
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import (
     AsyncIterable,
@@ -61,6 +62,7 @@ from langchain_core.runnables import RunnableBinding, RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 from chatkeep.app import Chatkeep
 from chatkeep.errors import ConfigError, ForeignThreadState, InvalidArgument, SessionNotFound
@@ -99,6 +101,7 @@ THREADS_KEPT = 4096
 Party = Ref | Callable[[Runtime[Any]], Ref | None] | None
 ModelResult = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseMessage)
 
 __all__ = ["ChatkeepMiddleware", "Thread"]
 
@@ -262,10 +265,13 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
                         ) -> ModelResult:
         """Record what the thread added, then call the model with the session's history;
-        its answer comes back with real values where it wrote placeholders."""
+        its answer comes back with real values where it wrote placeholders, recorded, and
+        with ``trim_state`` with the state update that removes what the session has
+        recorded and folded (in the model's own step: no graph step of its own)."""
         core = self._sync()
-        prepared = prepare(core, self.thread(request.runtime), self._options,
-                           request.state["messages"], request.system_message)
+        thread = self.thread(request.runtime)
+        prepared = prepare(core, thread, self._options, request.state["messages"],
+                           request.system_message)
         refuse_traced_content(prepared.redacting)
         held = reserve_call(core, prepared, _Call.of(request))
         try:
@@ -277,21 +283,15 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             held.release()
             raise
         held.settle(usage_of(response))
-        return restored_response(core, prepared.session, response) \
-            if self._options.restore else response
-
-    def after_model(self, state: AgentState[Any], runtime: Runtime[Any],
-                    ) -> dict[str, Any] | None:
-        """Record the model's answer; with ``trim_state``, the state update that removes
-        what the session has recorded and folded."""
-        thread = self.thread(runtime)
-        gone = record_and_trim(self._sync(), thread, self._options, state["messages"])
-        self._recorded(thread, state["messages"])
-        return _removal(gone)
+        out, state = answered(request.state["messages"], restored_response(
+            core, prepared.session, response) if self._options.restore else response)
+        gone = record_and_trim(core, thread, self._options, state)
+        self._recorded(thread, state)
+        return with_removal(out, gone)
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
         """Record what the run ended with (a ``return_direct`` tool's result); nothing to
-        do when it ended with the answer ``after_model`` just recorded."""
+        do when it ended with the answer :meth:`wrap_model_call` just recorded."""
         thread = self.thread(runtime)
         if not self._ends_recorded(thread, state["messages"]):
             record(self._sync(), thread, self._options, state["messages"], check=True)
@@ -309,8 +309,9 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResult:
         """Async twin of :meth:`wrap_model_call`."""
-        prepared = await self._run(prepare, self.thread(request.runtime), self._options,
-                                   request.state["messages"], request.system_message)
+        thread = self.thread(request.runtime)
+        prepared = await self._run(prepare, thread, self._options, request.state["messages"],
+                                   request.system_message)
         refuse_traced_content(prepared.redacting)
         held = await self._run(reserve_call, prepared, _Call.of(request))
         try:
@@ -322,17 +323,13 @@ class ChatkeepMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             await self._run(_release, held)
             raise
         await self._run(_settle, held, usage_of(response))
-        if not self._options.restore:
-            return response
-        return await self._run(restored_response, prepared.session, response)
-
-    async def aafter_model(self, state: AgentState[Any], runtime: Runtime[Any],
-                           ) -> dict[str, Any] | None:
-        """Async twin of :meth:`after_model`."""
-        thread = self.thread(runtime)
-        gone = await self._run(record_and_trim, thread, self._options, state["messages"])
-        self._recorded(thread, state["messages"])
-        return _removal(gone)
+        result: ModelResult = response
+        if self._options.restore:
+            result = await self._run(restored_response, prepared.session, response)
+        out, state = answered(request.state["messages"], result)
+        gone = await self._run(record_and_trim, thread, self._options, state)
+        self._recorded(thread, state)
+        return with_removal(out, gone)
 
     async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
         """Async twin of :meth:`after_agent`."""
@@ -448,9 +445,39 @@ def record_and_trim(core: Chatkeep, thread: Thread, options: _Options,
                       lambda ids: repository.stored_marks(session.id, LANGCHAIN_ID, ids))
 
 
-def _removal(ids: Sequence[str]) -> dict[str, Any] | None:
-    """The state update removing ``ids`` from the thread's messages (none: no update)."""
-    return {"messages": [RemoveMessage(id=i) for i in ids]} if ids else None
+def answered(state: Sequence[BaseMessage],
+             result: ModelResult) -> tuple[ModelResult, list[BaseMessage]]:
+    """The model call's result with an id on each of its messages (the ids the thread's
+    state keeps them under: ``add_messages`` gives one to a message without), and the
+    state as it is once they join it."""
+    if isinstance(result, ExtendedModelResponse):
+        inner, after = answered(state, result.model_response)
+        assert isinstance(inner, ModelResponse)
+        return dataclasses.replace(result, model_response=inner), after
+    if isinstance(result, ModelResponse):
+        messages = [_with_id(m) for m in result.result]
+        return dataclasses.replace(result, result=messages), [*state, *messages]
+    message = _with_id(result)
+    return message, [*state, message]
+
+
+def _with_id(message: M) -> M:
+    return message if message.id else message.model_copy(update={"id": str(uuid.uuid4())})
+
+
+def with_removal(result: ModelResult, ids: Sequence[str]) -> ModelResult:
+    """``result`` with the state update removing ``ids`` from the thread's messages
+    (``ExtendedModelResponse``'s command, applied with the answer in the model's step;
+    none: ``result`` as it is). A result carrying a command of its own keeps it, and the
+    thread is trimmed at its next model call."""
+    if not ids:
+        return result
+    removal: Command[Any] = Command(update={"messages": [RemoveMessage(id=i) for i in ids]})
+    if isinstance(result, ExtendedModelResponse):
+        return result if result.command is not None else dataclasses.replace(
+            result, command=removal)
+    response = result if isinstance(result, ModelResponse) else ModelResponse(result=[result])
+    return ExtendedModelResponse(model_response=response, command=removal)
 
 
 def _append(core: Chatkeep, session: ChatSession, new: Sequence[BaseMessage],
