@@ -3,6 +3,7 @@ stored items, in one run: latency and the tokens the model would be sent.
 
     python bench/frameworks.py [--markdown] [--turns 30] [--sizes 100,10000]
                                [--budget 4000] [--only agents,pydantic,langgraph] [--dir DIR]
+                               [--peer-src PATH]
 
 Needs the three frameworks (``pip install -e ".[agents,pydantic-ai,langchain]"``) and
 ``langgraph-checkpoint-sqlite`` for LangGraph's ``SqliteSaver``. No model and no network:
@@ -55,6 +56,12 @@ starting one rotating each round), so machine noise hits them alike; ratios are
 default / chatkeep at the same size, from this run.
 Targets: at least parity at 100 items, at least 10x at 10,000, chatkeep within budget;
 rows marked "aside" are shown beside them, not held to them (the run says why).
+
+``--peer-src PATH`` (LangGraph): the LangGraph chatkeep contenders also run with chatkeep
+imported from another checkout's ``src`` (a git worktree of an older commit: ``git
+worktree add /tmp/base <commit>``), in a child process whose turns take their place in
+the same round-robin; its rows, named ``... @ <commit>``, are asides: the before of an
+A/B in one run.
 """
 
 from __future__ import annotations
@@ -69,6 +76,7 @@ import platform
 import random
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -541,6 +549,79 @@ async def langgraph_contenders(directory: Path, sizes: Sequence[int], budget: in
     return out
 
 
+# -- --peer-src: chatkeep of another checkout, in a child process --------------------------
+
+
+async def serve_langgraph(args: argparse.Namespace) -> None:
+    """The child of ``--peer-src``: build the LangGraph contenders (with the chatkeep
+    ``PYTHONPATH`` names), say which are chatkeep's, then play the turns asked on stdin
+    (one JSON line each: the contender's index) and answer each with its seconds and
+    tokens."""
+    stack: list[Callable[[], Awaitable[None]]] = []
+    try:
+        contenders = await langgraph_contenders(args.dir, args.sizes, args.budget, stack)
+        print(json.dumps([[i, c.name, c.items] for i, c in enumerate(contenders)
+                          if c.chatkeep]), flush=True)
+        for line in sys.stdin:
+            contender = contenders[json.loads(line)]
+            gc.collect()
+            index = contender.turn
+            contender.turn += 1
+            print(json.dumps(await contender.play(index)), flush=True)
+    finally:
+        for close in reversed(stack):
+            await close()
+
+
+def peer_commit(src: Path) -> str:
+    """The short commit of the checkout ``src`` sits in (or its path)."""
+    try:
+        out = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return str(src)
+    return out.stdout.strip()
+
+
+async def peer_contenders(directory: Path, args: argparse.Namespace,
+                          stack: list[Callable[[], Awaitable[None]]]) -> list[Contender]:
+    """The LangGraph chatkeep contenders of ``--peer-src``, played in a child process."""
+    folder = directory / "peer"
+    folder.mkdir(exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=str(args.peer_src))
+    argv = [sys.executable, __file__, "--serve-langgraph", "--dir", str(folder),
+            "--budget", str(args.budget), "--sizes", ",".join(map(str, args.sizes))]
+    child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env=env)
+    assert child.stdin is not None and child.stdout is not None
+    pipe_in, pipe_out = child.stdin, child.stdout
+
+    async def close() -> None:
+        pipe_in.close()
+        child.wait(60)
+
+    stack.append(close)
+    named = json.loads(pipe_out.readline() or "null")
+    if not isinstance(named, list):
+        raise BenchError(f"the --peer-src process ({args.peer_src}) did not start")
+    commit = peer_commit(args.peer_src)
+
+    def turns(index: int) -> Callable[[int], Awaitable[tuple[float, int]]]:
+        async def play(turn: int) -> tuple[float, int]:
+            pipe_in.write(json.dumps(index) + "\n")
+            pipe_in.flush()
+            answer = json.loads(pipe_out.readline() or "null")
+            if answer is None:
+                raise BenchError("the --peer-src process stopped")
+            return float(answer[0]), int(answer[1])
+
+        return play
+
+    return [Contender("LangGraph", f"{name} @ {commit}", items, turns(index), True,
+                      f"chatkeep at {commit} (--peer-src): the before of an A/B")
+            for index, name, items in named]
+
+
 # -- the run --------------------------------------------------------------------------------
 
 
@@ -583,6 +664,8 @@ async def measure(directory: Path, args: argparse.Namespace) -> list[Contender]:
                     from exc
             print(f"seeded {framework} in {time.perf_counter() - started:.1f} s",
                   file=sys.stderr)
+        if args.peer_src is not None and "langgraph" in args.only:
+            contenders += await peer_contenders(directory, args, stack)
         for items in args.sizes:  # the ratios are within a size: interleave each size
             group = [c for c in contenders if c.items == items]
             started = time.perf_counter()
@@ -685,7 +768,13 @@ def main() -> None:
                         help="frameworks, comma-separated: " + ", ".join(FRAMEWORKS))
     parser.add_argument("--dir", type=Path, default=None,
                         help="folder for the database and JSON files (default: a temporary one)")
+    parser.add_argument("--peer-src", type=Path, default=None,
+                        help="LangGraph: also run chatkeep from this checkout's src (A/B)")
+    parser.add_argument("--serve-langgraph", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve_langgraph:
+        asyncio.run(serve_langgraph(args))
+        return
     if args.turns < 2:
         parser.error("--turns must be at least 2")
     check_imports(args.only)
