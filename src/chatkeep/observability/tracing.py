@@ -12,10 +12,12 @@ round that every model call of a turn nests in.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from chatkeep.observability import attributes as a
@@ -127,27 +129,87 @@ def chat(inner: ChatModel, body: list[dict[str, Any]], send: Callable[[], Comple
         attrs[a.OUTPUT_TYPE] = "json"
     if scope.session_id is not None:
         attrs[a.CONVERSATION_ID] = scope.session_id
+    with chat_span(base, attrs, model, body) as record:
+        completion = send()
+        usage = completion.usage
+        record.usage(None if usage is None else usage.prompt_tokens,
+                     None if usage is None else usage.completion_tokens, completion.model)
+    return completion
+
+
+@dataclass
+class CallRecord:
+    """What a model call's response said, set before its :func:`chat_span` ends."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    response_model: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def usage(self, input_tokens: int | None, output_tokens: int | None,
+              response_model: str | None = None) -> None:
+        """The response's reported usage (``None`` where it reported none) and model."""
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        if response_model:
+            self.response_model = response_model
+
+
+@contextlib.contextmanager
+def chat_span(base: dict[str, Any], attrs: dict[str, Any], model: str, body: Any, *,
+              current: bool = True) -> Iterator[CallRecord]:
+    """The block of one model call, in a ``chat {model}`` client span with ``attrs``
+    (``base``: the attributes its metrics carry too). ``body`` is the request as the
+    egress returned it, captured only when capture is on; ``current=False`` for a block
+    that yields to its caller while open (a stream): the span is then not made the
+    context's current one. Set the response's usage on the yielded record; an exception
+    leaving the block marks the span with ``error.type`` and is raised on. Both chatkeep's
+    own calls (:func:`chat`) and a framework's (:mod:`.framework_calls`) run in one."""
+    record = CallRecord()
     started = time.perf_counter()
-    with tracer().start_as_current_span(f"chat {model}", kind=_client_kind(),
-                                        attributes=attrs) as span:
-        if capture.capture_enabled() and span.is_recording():
+    opened = (tracer().start_as_current_span(f"chat {model}", kind=_client_kind(),
+                                             attributes=attrs) if current else
+              _ended(tracer().start_span(f"chat {model}", kind=_client_kind(),
+                                         attributes=attrs)))
+    with opened as span:
+        if body is not None and capture.capture_enabled() and span.is_recording():
             span.set_attribute(a.INPUT_MESSAGES, capture.input_messages(body))
         try:
-            completion = send()
+            yield record
         except BaseException as exc:
             _failed(base, span, exc)
             metrics.record_duration(base, time.perf_counter() - started)
             raise
-        if completion.model:
-            base[a.RESPONSE_MODEL] = completion.model
-            span.set_attribute(a.RESPONSE_MODEL, completion.model)
-        usage = completion.usage
-        if usage is not None:
-            span.set_attribute(a.INPUT_TOKENS, usage.prompt_tokens)
-            span.set_attribute(a.OUTPUT_TOKENS, usage.completion_tokens)
-            metrics.record_tokens(base, usage.prompt_tokens, usage.completion_tokens)
+        _finish(span, base, record)
         metrics.record_duration(base, time.perf_counter() - started)
-    return completion
+
+
+def _finish(span: Any, base: dict[str, Any], record: CallRecord) -> None:
+    if record.response_model:
+        base[a.RESPONSE_MODEL] = record.response_model
+        span.set_attribute(a.RESPONSE_MODEL, record.response_model)
+    if record.input_tokens is not None:
+        span.set_attribute(a.INPUT_TOKENS, record.input_tokens)
+    if record.output_tokens is not None:
+        span.set_attribute(a.OUTPUT_TOKENS, record.output_tokens)
+    if record.input_tokens is not None or record.output_tokens is not None:
+        metrics.record_tokens(base, record.input_tokens, record.output_tokens)
+
+
+@contextlib.contextmanager
+def _ended(span: Any) -> Iterator[Any]:
+    """``span`` (started, not current) ended when the block leaves, as
+    ``start_as_current_span`` would; an exception is recorded on it first."""
+    try:
+        yield span
+    except BaseException as exc:
+        span.record_exception(exc)
+        from opentelemetry.trace import Status, StatusCode
+
+        span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+        raise
+    finally:
+        span.end()
 
 
 def embed(embedder: Embedder, send: Callable[[], list[list[float]]]) -> list[list[float]]:
