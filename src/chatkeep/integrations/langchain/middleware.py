@@ -76,7 +76,7 @@ from chatkeep.integrations.langchain.messages import (
     pending,
 )
 from chatkeep.integrations.langchain.tracing_guard import refuse_traced_content
-from chatkeep.integrations.langchain.trim import folded_ids
+from chatkeep.integrations.langchain.trim import folded_ids, settled
 from chatkeep.messages import Message
 from chatkeep.observability import framework_calls, tracing
 from chatkeep.observability.framework_calls import CallRecord
@@ -434,10 +434,11 @@ def record_and_trim(core: Chatkeep, thread: Thread, options: _Options,
                     state: Sequence[BaseMessage]) -> list[str]:
     """:func:`record` ``state``, then the ids of its messages that may leave it (with
     ``options.trim``): recorded and folded into the session's summary, before the
-    current turn (:func:`.trim.folded_ids`). No fold yet: nothing is asked."""
+    current turn (:func:`.trim.folded_ids`). No fold yet, or nothing before the current
+    turn (a run with no checkpointer, whose state is its own input): nothing is asked."""
     session = record(core, thread, options, state)
     watermark = session.summary_watermark
-    if not options.trim or not watermark:
+    if not options.trim or not watermark or not settled(state):
         return []
     repository = session.repository
     unfolded = repository.marks_after(session.id, LANGCHAIN_ID, watermark)
