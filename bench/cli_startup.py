@@ -16,7 +16,9 @@ the bare interpreter's row says how quiet the machine was.
 checkout's ``src`` and from ``PATH`` (another checkout's ``src``, e.g. ``git archive
 OLD src | tar -x -C /tmp/old``), both by the same launcher (``python -c`` importing
 ``chatkeep.cli``, ``PYTHONPATH`` set), in alternating runs so that load from elsewhere
-falls on both alike; the ratio is the peer's median over ours. ``--peer-rev REV`` does
+falls on both alike; the ratio is the peer's median over ours. Each side reads a demo
+database its own chatkeep wrote (an older chatkeep refuses a database a newer migration
+reached). ``--peer-rev REV`` does
 the same with this repository's ``src`` at commit ``REV`` (extracted with ``git
 archive`` into a temporary folder).
 """
@@ -70,10 +72,12 @@ def launched(src: Path, argv: list[str]) -> tuple[list[str], dict[str, str]]:
     return [sys.executable, "-c", LAUNCH, *argv], {**ENV, "PYTHONPATH": str(src)}
 
 
-def paired(argv: list[str], peer: Path, runs: int) -> list[tuple[float, float]]:
-    """Median wall and CPU time of ``chatkeep argv`` from this checkout and from ``peer``,
-    in alternating fresh processes (after one untimed run of each)."""
-    sides = [launched(SRC, argv), launched(peer, argv)]
+def paired(argv: list[str], peer_argv: list[str], peer: Path,
+           runs: int) -> list[tuple[float, float]]:
+    """Median wall and CPU time of ``chatkeep argv`` from this checkout and of ``chatkeep
+    peer_argv`` from ``peer``, in alternating fresh processes (after one untimed run of
+    each)."""
+    sides = [launched(SRC, argv), launched(peer, peer_argv)]
     times: list[list[tuple[float, float]]] = [[], []]
     for command, env in sides:
         subprocess.run(command, check=True, capture_output=True, env=env)
@@ -125,11 +129,18 @@ def heaviest_imports(argv: list[str], count: int = 8) -> list[tuple[str, float]]
     return sorted(totals.items(), key=lambda item: -item[1])[:count]
 
 
-def read_commands(db: str) -> dict[str, list[str]]:
-    """The read commands timed, as arguments to ``chatkeep``, on the demo's database."""
-    listed = subprocess.run([str(CHATKEEP), "sessions", "list", "--tenant",
-                             "organization:demo-firm", "--json", "--db", db], env=ENV,
-                            check=True, capture_output=True, text=True).stdout
+def read_commands(db: str, src: Path | None = None) -> dict[str, list[str]]:
+    """The read commands timed, as arguments to ``chatkeep``, on the demo's database (the
+    demo written first, by chatkeep from ``src`` when given, else the console script)."""
+    def chatkeep(*argv: str) -> str:
+        command, env = (([str(CHATKEEP), *argv], ENV) if src is None
+                        else launched(src, list(argv)))
+        return subprocess.run(command, env=env, check=True, capture_output=True,
+                              text=True).stdout
+
+    chatkeep("demo", "--db", db)
+    listed = chatkeep("sessions", "list", "--tenant", "organization:demo-firm", "--json",
+                      "--db", db)
     session_id = json.loads(listed)[0]["id"]
     return {
         "chatkeep sessions list": ["sessions", "list", "--tenant", "organization:demo-firm",
@@ -141,15 +152,17 @@ def read_commands(db: str) -> dict[str, list[str]]:
     }
 
 
-def print_peer_table(reads: dict[str, list[str]], peer: Path, runs: int) -> None:
+def print_peer_table(reads: dict[str, list[str]], peer_reads: dict[str, list[str]],
+                     peer: Path, runs: int) -> None:
     """Each read command from this checkout and from ``peer``, alternating."""
     print(f"\nThe same commands from this checkout and from chatkeep at "
-          f"{peer_commit(peer)} (`--peer-src`), alternating, {runs} runs each; load "
-          f"average {os.getloadavg()[0]:.2f}:\n")
+          f"{peer_commit(peer)} (`--peer-src`), alternating, {runs} runs each, each on a "
+          f"demo database its own chatkeep wrote; load average "
+          f"{os.getloadavg()[0]:.2f}:\n")
     print("| command | this checkout | peer | peer / this | CPU, this | CPU, peer | peer / this |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, argv in reads.items():
-        (ours, our_cpu), (theirs, their_cpu) = paired(argv, peer, runs)
+        (ours, our_cpu), (theirs, their_cpu) = paired(argv, peer_reads[name], peer, runs)
         print(f"| `{name}` | {ours:.2f} s | {theirs:.2f} s | {theirs / ours:.2f}x | "
               f"{our_cpu:.2f} s | {their_cpu:.2f} s | {their_cpu / our_cpu:.2f}x |")
 
@@ -168,8 +181,6 @@ def main() -> None:
         if args.peer_rev:
             args.peer_src = extract_src(args.peer_rev, Path(tmp) / "peer")
         db = f"sqlite:///{Path(tmp) / 'chat.db'}"
-        subprocess.run([str(CHATKEEP), "demo", "--db", db], check=True, capture_output=True,
-                       env=ENV)
         reads = read_commands(db)
         commands = {"python -c pass": [sys.executable, "-c", "pass"],
                     "chatkeep --version": [str(CHATKEEP), "--version"],
@@ -182,7 +193,8 @@ def main() -> None:
             median, fastest, cpu = timed(argv, args.runs)
             print(f"| `{name}` | {median:.2f} s | {fastest:.2f} s | {cpu:.2f} s |")
         if args.peer_src is not None:
-            print_peer_table(reads, args.peer_src, args.runs)
+            peer_reads = read_commands(f"sqlite:///{Path(tmp) / 'peer.db'}", args.peer_src)
+            print_peer_table(reads, peer_reads, args.peer_src, args.runs)
         print("\nHeaviest imports of `chatkeep sessions list` (cumulative, one run):\n")
         print("| package | import |")
         print("|---|---:|")
