@@ -13,7 +13,15 @@ from sqlalchemy.schema import CreateIndex
 
 from chatkeep.store import quotas, statements
 from chatkeep.store.lazy import LazyStatements, dialect_insert, postgresql_options
-from chatkeep.store.schema import chat_quotas, chat_replay_texts, chat_sessions, metadata
+from chatkeep.store.memory_index import PG_INDEX
+from chatkeep.store.schema import (
+    MARK_INDEX,
+    MARK_PRESENT,
+    chat_quotas,
+    chat_replay_texts,
+    chat_sessions,
+    metadata,
+)
 
 DIALECTS = {"sqlite": sqlite.dialect(), "postgresql": postgresql.dialect()}
 
@@ -168,15 +176,21 @@ def test_a_bad_option_still_fails_when_attached() -> None:
 
 
 def test_the_schemas_postgresql_indexes_keep_their_options() -> None:
-    """Every partial index of the schema has its PostgreSQL ``WHERE`` as on SQLite, and
-    the full-text index its ``USING gin``."""
-    partial = [index for table in metadata.tables.values() for index in table.indexes
-               if index.dialect_options["sqlite"]["where"] is not None]
-    assert len(partial) == 4
-    for index in partial:
+    """Every partial index both stores have carries its PostgreSQL ``WHERE`` as on SQLite;
+    the PostgreSQL-only ones keep theirs: the LangChain id's ``WHERE`` (migration 0017)
+    and the full-text index's ``USING gin``."""
+    indexes = [index for table in metadata.tables.values() for index in table.indexes]
+    shared = [index for index in indexes
+              if index._ddl_if is None and index.dialect_options["sqlite"]["where"] is not None]
+    assert len(shared) == 4
+    for index in shared:
         where = str(index.dialect_options["sqlite"]["where"])
         assert str(index.dialect_options["postgresql"]["where"]) == where
         assert sql(CreateIndex(index), "postgresql").endswith(f"WHERE {where}")
-    gin = [index for table in metadata.tables.values() for index in table.indexes
-           if index.dialect_options["postgresql"]["using"]]
-    assert [index.dialect_options["postgresql"]["using"] for index in gin] == ["gin"]
+    postgresql_only = {index.name: index for index in indexes
+                       if index._ddl_if is not None and index._ddl_if.dialect == "postgresql"}
+    mark = postgresql_only[MARK_INDEX]
+    assert str(mark.dialect_options["postgresql"]["where"]) == MARK_PRESENT["postgresql"]
+    assert sql(CreateIndex(mark), "postgresql").endswith(f"WHERE {MARK_PRESENT['postgresql']}")
+    assert postgresql_only[PG_INDEX].dialect_options["postgresql"]["using"] == "gin"
+    assert "USING gin" in sql(CreateIndex(postgresql_only[PG_INDEX]), "postgresql")
