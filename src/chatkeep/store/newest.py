@@ -10,14 +10,16 @@ it: one snapshot without a transaction) through the engine's transport
 driver itself. It reads the columns a replay to a wire format reads (``created_at``,
 ``tokens`` and ``metadata`` are left out: those of its messages are ``None``, ``None``
 and empty). The Agents SDK's bounded ``get_items(limit)`` reads this way
-(:mod:`chatkeep.integrations.openai_agents.session`).
+(:mod:`chatkeep.integrations.openai_agents.session`), and can turn the rows into what it
+returns where the statement ran, inside that one trip (:func:`newest_rows`).
 """
 
 from __future__ import annotations
 
 import json
 import weakref
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, Integer, Text, bindparam, select, type_coerce
 
@@ -30,7 +32,9 @@ from chatkeep.store.schema import chat_messages, chat_sessions
 from chatkeep.store.statements import LIVE
 from chatkeep.validation import INT32_MAX, check_int
 
-__all__ = ["newest_live", "read_newest"]
+__all__ = ["live_message", "newest_live", "newest_rows", "read_newest", "read_newest_rows"]
+
+T = TypeVar("T")
 
 _M = chat_messages.c
 WATERMARK = select(chat_sessions.c.summary_watermark).where(
@@ -44,7 +48,8 @@ NEWEST_LIVE = select(
 """The newest live messages, newest first (the ``(session_id, seq)`` index walked
 backwards), each row led by the session's summary watermark; the JSON columns as the
 driver returns them (decoded by :func:`_json`, without the JSON type's layers: no
-column has a result processor, so the driver's rows come back as they are)."""
+column has a result processor, so the driver's rows come back as they are). A row:
+``(watermark, seq, role, content, tool_calls, tool_call_id, name, native)``."""
 
 _TRANSPORTS: weakref.WeakKeyDictionary[Engine, Transport] = weakref.WeakKeyDictionary()
 
@@ -60,7 +65,9 @@ def _json(value: Any) -> Any:
     return value
 
 
-def _message(session_id: str, row: Row) -> Message:
+def live_message(session_id: str, row: Row) -> Message:
+    """A row of :data:`NEWEST_LIVE` as the ``Message`` it stores (``created_at``,
+    ``tokens`` and ``metadata`` left out: ``None``, ``None`` and empty)."""
     _, seq, role, content, tool_calls, tool_call_id, name, native = row
     calls = _json(tool_calls) if tool_calls is not None else None
     payload = _json(native) if native is not None else None
@@ -70,10 +77,12 @@ def _message(session_id: str, row: Row) -> Message:
                    payload if type(payload) is dict else dict(payload or {}))
 
 
-def read_newest(transport: Transport, session_id: str,
-                limit: int) -> tuple[int, list[Message]]:
-    """The procedure: the summary watermark and the newest ``limit`` live messages, oldest
-    first, read by one statement; ``SessionNotFound`` for no session."""
+def read_newest_rows(transport: Transport, session_id: str, limit: int,
+                     then: Callable[[int, list[Row]], T]) -> T:
+    """The procedure: ``then(watermark, rows)`` over the summary watermark and the rows of
+    the newest ``limit`` live messages, oldest first (:data:`NEWEST_LIVE`'s, as the driver
+    returned them), read by one statement; ``SessionNotFound`` for no session. ``then``
+    runs where the statement ran, after it (no transaction open)."""
     params = {"b_session_id": session_id, "b_limit": limit}
     with transport.autocommit() as ex:
         rows = ex.rows(NEWEST_LIVE, params)
@@ -81,8 +90,37 @@ def read_newest(transport: Transport, session_id: str,
             found = ex.rows(WATERMARK, params)
             if not found:
                 raise SessionNotFound(f"no session {session_id!r}")
-            return int(found[0][0]), []
-    return int(rows[0][0]), [_message(session_id, row) for row in reversed(rows)]
+            return then(int(found[0][0]), [])
+    return then(int(rows[0][0]), list(rows)[::-1])
+
+
+def read_newest(transport: Transport, session_id: str,
+                limit: int) -> tuple[int, list[Message]]:
+    """The procedure: the summary watermark and the newest ``limit`` live messages, oldest
+    first, read by one statement; ``SessionNotFound`` for no session."""
+    def messages(watermark: int, rows: list[Row]) -> tuple[int, list[Message]]:
+        return watermark, [live_message(session_id, row) for row in rows]
+
+    return read_newest_rows(transport, session_id, limit, messages)
+
+
+def _transport(engine: Engine) -> Transport:
+    transport = _TRANSPORTS.get(engine)
+    if transport is None:
+        transport = _TRANSPORTS[engine] = driver_transport(engine) or CoreTransport(engine)
+    return transport
+
+
+@retrying_reads
+def newest_rows(engine: Engine, session_id: str, limit: int,
+                then: Callable[[int, list[Row]], T]) -> T:
+    """``then(watermark, rows)`` over the session's summary watermark and the rows of its
+    newest ``limit`` live messages, oldest first (:func:`read_newest_rows`), run where the
+    read ran: under the async API on SQLite inside the one trip to aiosqlite's thread, so
+    ``then`` must be quick, pure work on what it is given (no I/O, no await). Called inside
+    the async bridge, as every core read."""
+    check_int(limit, "limit", minimum=1, maximum=INT32_MAX)
+    return _transport(engine).run(read_newest_rows, session_id, limit, then)
 
 
 @retrying_reads
@@ -93,7 +131,4 @@ def newest_live(engine: Engine, session_id: str, limit: int) -> tuple[int, list[
     engine's transport, one trip to the driver's thread under the async API on SQLite
     (called inside the async bridge, as every core read)."""
     check_int(limit, "limit", minimum=1, maximum=INT32_MAX)
-    transport = _TRANSPORTS.get(engine)
-    if transport is None:
-        transport = _TRANSPORTS[engine] = driver_transport(engine) or CoreTransport(engine)
-    return transport.run(read_newest, session_id, limit)
+    return _transport(engine).run(read_newest, session_id, limit)

@@ -40,24 +40,28 @@ need it.
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from chatkeep import switches
 from chatkeep.aio import AsyncChatkeep, AsyncChatSession
 from chatkeep.aio.sessions import core_session
-from chatkeep.errors import ChatkeepError, PrivacyError, SessionNotFound
-from chatkeep.formats.openai_responses import NAME, message_to_items
-from chatkeep.history.plan import message_cost
+from chatkeep.errors import ChatkeepError, InvalidMessage, PrivacyError, SessionNotFound
+from chatkeep.formats.base import RECORDED_ITEM, text_of
+from chatkeep.formats.openai_responses import _TEXT_PARTS, NAME, message_to_items
+from chatkeep.history.plan import CALL_OVERHEAD, MESSAGE_OVERHEAD, message_cost
 from chatkeep.integrations.context import named_party
 from chatkeep.integrations.openai_agents import billing, graph, runs
 from chatkeep.integrations.openai_agents.runs import RunState, as_dict
-from chatkeep.messages import Role
+from chatkeep.messages import Message, Role, ToolCall
 from chatkeep.privacy.streaming import StreamRestorer
 from chatkeep.refs import Ref
-from chatkeep.store.newest import newest_live
+from chatkeep.store.executor import Row
+from chatkeep.store.newest import live_message, newest_rows
+from chatkeep.tokens import HeuristicCounter
 
 if TYPE_CHECKING:
     from agents import Agent, RunConfig, RunHooks, RunResult, RunResultStreaming
@@ -485,6 +489,7 @@ class ChatkeepSession:
 
 
 _MODEL_ITEMS = ("function_call", "reasoning")
+_ROLES = {role.value: role for role in Role}
 
 
 def _replay(core: Chatkeep, session: ChatSession, system_prompt: str) -> History[Any]:
@@ -516,22 +521,220 @@ def _newest(core: Chatkeep, session: ChatSession, system_prompt: str,
     """``get_items(limit)`` as the SDK reads it, one bounded query: the newest
     ``limit`` live items, when that is exactly what the whole replay's tail would be
     (the session does not redact, every one of them is after the summary's
-    watermark, none needs clipping, and together they fit the budget); ``None``
-    otherwise, and the whole replay answers."""
+    watermark, none is pinned, none needs clipping, together they fit the budget, and
+    the limit does not reach past them to what the replay leads with); ``None``
+    otherwise, and the whole replay answers. The rows become items inside the read's
+    trip (:meth:`_Tail.fast`); the rows it cannot vouch for go to :meth:`_Tail.exact`."""
     if core.privacy.redacts(session):
         return None  # its text goes out read in context, through the replay's filter
-    watermark, messages = newest_live(core.repository.engine, session.id, limit)
-    if messages and messages[0].seq <= watermark:
-        return None  # the limit reaches into the summary: the replay has its form
-    if any(message.role is Role.SYSTEM for message in messages):
-        return None  # pinned instructions go first in the replay
-    config, counter = core.compressor.config, core.compressor.counter
-    costs = [message_cost(message, counter, NAME) for message in messages]
-    if any(cost > config.max_message_tokens for cost in costs) or \
-            sum(costs) + counter.count(system_prompt) > config.max_history_tokens:
-        return None  # clipped or folded on the way out: the replay does that
-    items = [item for message in messages for item in message_to_items(message)]
-    return items[-limit:]  # type: ignore[return-value]
+    tail = _Tail(core, system_prompt, limit)
+    answer: list[TResponseInputItem] | _Rows | None = newest_rows(
+        core.repository.engine, session.id, limit, tail.fast)
+    if isinstance(answer, _Rows):
+        return tail.exact(session.id, answer.watermark, answer.rows)
+    return answer
+
+
+class _Rows(NamedTuple):
+    """Rows :meth:`_Tail.fast` leaves to :meth:`_Tail.exact`."""
+
+    watermark: int
+    rows: list[Row]
+
+
+class _Stored:
+    """What :func:`message_to_items` reads of a message (its role, text, calls, the call
+    it answers, its native payloads), for a row read by :meth:`_Tail.fast` (a ``Message``
+    costs more to build than the row's conversion)."""
+
+    __slots__ = ("content", "native", "role", "tool_call_id", "tool_calls")
+
+    def __init__(self, role: Role, content: str | None, tool_calls: tuple[ToolCall, ...],
+                 tool_call_id: str | None, native: dict[str, Any]) -> None:
+        self.role, self.content, self.tool_calls = role, content, tool_calls
+        self.tool_call_id, self.native = tool_call_id, native
+
+
+class _FloatSeen(ValueError):
+    """A JSON number with a fraction or exponent: :meth:`_Tail._items`' bound is not
+    proved for those (a float's shortest form can be longer than its text)."""
+
+
+def _no_float(text: str) -> float:
+    raise _FloatSeen(text)
+
+
+_SCAN: Any = getattr(json.JSONDecoder(), "scan_once")  # noqa: B009 (typeshed omits it)
+_SCAN_NO_FLOAT: Any = getattr(json.JSONDecoder(parse_float=_no_float), "scan_once")  # noqa: B009
+
+
+def _decoded(scan: Any, text: str) -> Any:
+    """``json.loads(text)``, for a ``text`` that is one JSON value without surrounding
+    whitespace (else ``ValueError``): the scanner ``json.loads`` runs, without its
+    per-call layers."""
+    value, end = scan(text, 0)
+    if end != len(text):
+        raise ValueError("not one JSON value")
+    return value
+
+
+class _Tail:
+    """A bounded read's verdict over its rows (``newest_live``'s, oldest first): the
+    items, ``None`` (the whole replay answers), or, from :meth:`fast`, the rows for
+    :meth:`exact`."""
+
+    def __init__(self, core: Chatkeep, system_prompt: str, limit: int) -> None:
+        config, self.counter = core.compressor.config, core.compressor.counter
+        self.limit, self.leading = limit, bool(system_prompt)
+        self.most, self.budget = config.max_message_tokens, config.max_history_tokens
+        self.fixed = self.counter.count(system_prompt)
+        counter = self.counter
+        self.per_token: int | None = counter.chars_per_token \
+            if type(counter) is HeuristicCounter else None
+
+    def replays(self, watermark: int, rows: list[Row]) -> bool:
+        """Whether the replay's tail differs from these rows' without any costing: the
+        limit reaches into the summary, a row is pinned (system: it goes first), or the
+        rows are all there is and the replay leads with a system prompt or summary."""
+        if rows and rows[0][1] <= watermark:
+            return True
+        if len(rows) < self.limit and (self.leading or watermark):
+            return True
+        return any(row[2] == "system" for row in rows)
+
+    def fits(self, items: list[Any], rows: list[Row], watermark: int) -> bool:
+        """Whether ``items`` hold the replay's tail: ``limit`` of them, or every live
+        item of a session whose replay leads with nothing."""
+        return len(items) >= self.limit or not (len(rows) == self.limit or self.leading
+                                                or watermark)
+
+    def exact(self, session_id: str, watermark: int,
+              rows: list[Row]) -> list[TResponseInputItem] | None:
+        """The verdict from ``Message``s and their exact costs (``message_cost``)."""
+        if self.replays(watermark, rows):
+            return None
+        messages = [live_message(session_id, row) for row in rows]
+        costs = [message_cost(message, self.counter, NAME) for message in messages]
+        if any(cost > self.most for cost in costs) or sum(costs) + self.fixed > self.budget:
+            return None  # clipped or folded on the way out: the replay does that
+        items = [item for message in messages for item in message_to_items(message)]
+        if not self.fits(items, rows, watermark):
+            return None
+        return items[-self.limit:]  # type: ignore[return-value]
+
+    def fast(self, watermark: int,
+             rows: list[Row]) -> list[TResponseInputItem] | _Rows | None:
+        """The verdict straight from the driver's rows, run inside the read's trip: each
+        row's JSON decoded once, its items as ``message_to_items`` makes them, and its
+        cost bounded from above without serialising anything (:meth:`_items`); the rows
+        go to :meth:`exact` when the counter is not the heuristic one, a bound does not
+        fit, or a row is unusual (a float, a payload that is not an object)."""
+        if self.replays(watermark, rows):
+            return None
+        per_token = self.per_token
+        if per_token is None:
+            return _Rows(watermark, rows)
+        try:
+            items, total, worst = self._items(rows, per_token)
+        except Exception:  # an unusual row: the exact path reads it as it always has
+            return _Rows(watermark, rows)
+        if worst > self.most or total + self.fixed > self.budget:
+            return _Rows(watermark, rows)  # bounds only: the exact costs decide
+        if not self.fits(items, rows, watermark):
+            return None
+        return items[-self.limit:]
+
+    @staticmethod
+    def _items(rows: list[Row], per_token: int) -> tuple[list[Any], int, int]:
+        """The rows' items, the sum of their cost bounds and the largest (every row's
+        work written out here: this loop is most of a bounded read's own time).
+
+        A row's bound: ``message_cost`` without the native payload (framing, text, calls,
+        answered id) is counted exactly (``counted``); the payload adds
+        ``count(json.dumps(extras))`` (the payload without its recorded item, when it has
+        extras) and ``max(0, count(json.dumps(item)) - counted)``. Both serialisations
+        together are no longer than ``json.dumps`` of the payload, nor that than of the
+        column's whole value, nor that than ``len(text) + text.count(",") +
+        text.count(":")`` of the column's JSON ``text``: re-encoding a strict JSON text
+        (``ensure_ascii=False``) writes every string and key in at most the characters
+        the text used for it (it escapes only quotes, backslashes and control
+        characters, which the text had to escape too), every integer, literal and
+        bracket in as many or fewer, drops whitespace, and adds one space after each
+        ``,`` and ``:`` separator; only a float can grow (``1e5`` is ``100000.0``), so
+        a text with one is refused (:func:`_no_float`) and the row goes to the exact
+        path. With ``B`` the ceiling of that over ``chars_per_token``: the cost is at
+        most ``max(counted, B)`` when the item is the payload's only key, else at most
+        ``counted + B + 1`` (two ceilings exceed the ceiling of their sum by at most
+        one)."""
+        items: list[Any] = []
+        total = worst = 0
+        scan, name, recorded_key = _SCAN_NO_FLOAT, NAME, RECORDED_ITEM
+        for _, _seq, role, content, calls, call_id, _name, native in rows:
+            # message_cost's framing, text, calls and answered id, exactly
+            cost = MESSAGE_OVERHEAD + (-(-len(content) // per_token) if content else 0)
+            tool_calls: tuple[ToolCall, ...] = ()
+            if calls is not None and calls != "null":
+                listed = _decoded(_SCAN, calls)
+                if listed:
+                    tool_calls = tuple(ToolCall.from_openai(c) for c in listed)
+                    for call in tool_calls:
+                        cost += CALL_OVERHEAD + -(-len(call.id + call.name + call.arguments)
+                                                  // per_token)
+            if call_id:
+                cost += -(-len(call_id) // per_token)
+            if native is None or native == "null":
+                payload: Any = {}
+                recorded = item = None
+            else:  # json.loads(native), floats refused
+                payload, end = scan(native, 0)
+                if end != len(native) or type(payload) is not dict:
+                    raise ValueError("not one JSON object")
+                recorded = payload.get(name)
+                item = None
+                if recorded:
+                    if type(recorded) is not dict:
+                        raise ValueError("a native payload that is not an object")
+                    most = -(-(len(native) + native.count(",") + native.count(":"))
+                             // per_token)
+                    if len(recorded) == 1 and recorded_key in recorded:
+                        if most > cost:
+                            cost = most
+                    else:
+                        cost += most + 1
+                    item = recorded.get(recorded_key)
+            total += cost
+            if cost > worst:
+                worst = cost
+            if type(item) is dict and item.get("type", "message") == "message" and \
+                    not tool_calls and _text(item.get("content")) == content is not None:
+                items.append(item)  # carried: message_to_items' first case (a fresh object)
+            else:
+                items.extend(message_to_items(cast("Message", _Stored(
+                    _ROLES[role], content, tool_calls, call_id, payload))))
+        return items, total, worst
+
+
+def _text(content: Any) -> str | None:
+    """What ``message_to_items`` compares a recorded message item's content with the
+    stored text by (``text_of``'s, ``None`` where that refuses the content): a list of
+    text parts joined here (the Responses API's one ``output_text`` part, mostly),
+    anything else by ``text_of`` itself."""
+    if type(content) is str:
+        return content
+    if type(content) is list:
+        texts = []
+        for part in content:
+            text = part.get("text") if type(part) is dict and \
+                part.get("type") in _TEXT_PARTS else None
+            if type(text) is not str:
+                break
+            texts.append(text)
+        else:
+            return "".join(texts)
+    try:
+        return text_of(content, "item", _TEXT_PARTS)
+    except InvalidMessage:
+        return None
 
 
 def _session_settings(value: Any) -> Any:
