@@ -116,9 +116,10 @@ def test_sessions_show_marks_retracted_messages(tmp_path: Path) -> None:
         session_id = session.id
     shown = runner.invoke(app, ["sessions", "show", session_id, "--db", url])
     assert shown.exit_code == 0, shown.output
-    lines = [ln for ln in shown.output.splitlines() if "answer" in ln or "question" in ln]
-    assert any("popped answer" in ln and "(retracted)" in ln for ln in lines)
-    assert not any("kept question" in ln and "(retracted)" in ln for ln in lines)
+    lines = shown.output.splitlines()  # each message: its heading, then its text under it
+    heading = {lines[i + 1].strip(): lines[i] for i in range(len(lines) - 1)}
+    assert heading["popped answer"].startswith("#2 assistant (retracted)")
+    assert heading["kept question"].startswith("#1 user ·")
     as_json = runner.invoke(app, ["sessions", "show", session_id, "--json", "--db", url])
     assert as_json.exit_code == 0, as_json.output
     messages = json.loads(as_json.output)["messages"]

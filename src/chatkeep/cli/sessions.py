@@ -8,11 +8,11 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import textwrap
 from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from chatkeep import switches
 from chatkeep.app import Chatkeep
@@ -160,14 +160,34 @@ def redaction(keep: Chatkeep, session: ChatSession) -> str:
     return "not redacted (the application's switch, privacy.anonymize_pii, is off)"
 
 
-def _describe(message: Message) -> str:
-    parts = []
-    if message.content:
-        parts.append(safe(message.content))
-    for call in message.tool_calls:
-        parts.append(f"[cyan]→ tool call {safe(call.id)}: {safe(call.name)}"
-                     f"({safe(call.arguments)})[/cyan]")
-    return "\n".join(parts)
+def _print_messages(messages: list[Message], watermark: int) -> None:
+    """Each message as a heading line (seq, role, tokens, what became of it) and its text
+    indented under it: reads at 80 columns, where a four-column table wrapped every
+    message into a narrow strip, and costs a fraction of a table's rendering
+    (``bench/cli_startup.py``)."""
+    for m in messages:
+        role = m.role.value if m.role is not Role.TOOL else f"tool ← {safe(m.tool_call_id)}"
+        marks = " [dim](summarized)[/dim]" if m.seq <= watermark else ""
+        if m.retracted_at is not None:
+            marks += " [yellow](retracted)[/yellow]"
+        console.print(f"[bold]#{m.seq}[/bold] {role}{marks} · {m.tokens or 0} tokens",
+                      highlight=False)
+        if m.content:
+            console.print(_indented(m.content), markup=False, highlight=False,
+                          soft_wrap=True)
+        for call in m.tool_calls:
+            console.print(_indented(f"→ tool call {call.id}: {call.name}({call.arguments})"),
+                          style="cyan", markup=False, highlight=False, soft_wrap=True)
+
+
+def _indented(text: str, indent: str = "    ") -> str:
+    """``text`` wrapped to the console's width under ``indent`` (its own line breaks and
+    blank lines kept)."""
+    width = max(20, console.width - len(indent))
+    return "\n".join(textwrap.fill(line, width, initial_indent=indent,
+                                   subsequent_indent=indent, replace_whitespace=False,
+                                   drop_whitespace=True) if line.strip() else ""
+                     for line in text.splitlines())
 
 
 def _message_json(message: Message) -> dict[str, Any]:
@@ -222,14 +242,7 @@ def show(session_id: SessionIdArg, tenant: TenantOption = None,
                       f"{s.row.distilled_through}")
         if s.summary:
             console.print(f"[bold]summary[/bold]\n{safe(s.summary)}")
-        table = Table("seq", "role", "content", "tokens", show_lines=True)
-        for m in shown:
-            role = m.role.value if m.role is not Role.TOOL else f"tool ← {safe(m.tool_call_id)}"
-            folded = " [dim](summarized)[/dim]" if m.seq <= s.summary_watermark else ""
-            if m.retracted_at is not None:
-                folded += " [yellow](retracted)[/yellow]"
-            table.add_row(str(m.seq), role + folded, _describe(m), str(m.tokens or 0))
-        console.print(table)
+        _print_messages(shown, s.summary_watermark)
         if len(shown) < len(messages):
             console.print(f"showing the last {len(shown)} of {len(messages)} messages "
                           "(--tail N or --all for more)")
