@@ -258,6 +258,8 @@ class QueuedWriter(sqlite3.Connection):
     _holding = False
 
     def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        """``sqlite3.Connection.execute``; a ``BEGIN IMMEDIATE`` first takes the engine's
+        writer lock, and a statement that ended the transaction lets it go."""
         if sql == "BEGIN IMMEDIATE" and not self._holding:
             self._take()
         try:
@@ -267,6 +269,8 @@ class QueuedWriter(sqlite3.Connection):
                 self._give()
 
     def executemany(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        """``sqlite3.Connection.executemany``, letting the writer lock go if it ended the
+        transaction."""
         try:
             return super().executemany(sql, *args)
         finally:
@@ -274,6 +278,7 @@ class QueuedWriter(sqlite3.Connection):
                 self._give()
 
     def commit(self) -> None:
+        """``sqlite3.Connection.commit``, then the writer lock let go."""
         try:
             super().commit()
         finally:
@@ -281,6 +286,7 @@ class QueuedWriter(sqlite3.Connection):
                 self._give()
 
     def rollback(self) -> None:
+        """``sqlite3.Connection.rollback``, then the writer lock let go."""
         try:
             super().rollback()
         finally:
@@ -288,6 +294,7 @@ class QueuedWriter(sqlite3.Connection):
                 self._give()
 
     def close(self) -> None:
+        """``sqlite3.Connection.close``, never leaving the writer lock held."""
         try:
             super().close()
         finally:
