@@ -488,11 +488,13 @@ SQLite files in WAL mode in one folder at the same `synchronous` level, and chec
 return the same items first. The two take turns in blocks of calls, the first side
 alternating; each call is timed, and the process's CPU time per call is given beside the
 wall times (every thread's: steadier on a busy machine). chatkeep reads through the
-async bridge in one trip to aiosqlite's thread, converts the stored messages back to the
-recorded items, and first checks that they are what its whole replay would end with
-(after the summary's watermark, none clipped, within the history budget: each message's
-tokens counted); the SDK reads its rows on a worker thread and parses them. Ratios are
-SDK / chatkeep from the same run. Target: `>= 1.0x` at both sizes.""",
+async bridge in one trip to aiosqlite's thread, where the rows become the recorded items
+(each row's JSON decoded once) and are checked to be what its whole replay would end with
+(after the summary's watermark, none pinned, none clipped, within the history budget:
+each message's tokens bounded from above by its stored JSON text's length, counted
+exactly only where a bound does not fit); the SDK reads its rows on a worker thread and
+parses them. Ratios are SDK / chatkeep from the same run. Target: `>= 1.0x` at both
+sizes.""",
         quick=("--calls", "1000"), modules=("agents",)),
 )
 BY_NAME = {bench.name: bench for bench in BENCHES}

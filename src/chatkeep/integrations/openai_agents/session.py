@@ -705,8 +705,11 @@ class _Tail:
             total += cost
             if cost > worst:
                 worst = cost
-            if type(item) is dict and item.get("type", "message") == "message" and \
-                    not tool_calls and _text(item.get("content")) == content is not None:
+            said = item.get("content") if type(item) is dict and \
+                item.get("type", "message") == "message" and not tool_calls else None
+            if said is not None and type(said) is not str:
+                said = _text(said)
+            if said is not None and said == content:
                 items.append(item)  # carried: message_to_items' first case (a fresh object)
             else:
                 items.extend(message_to_items(cast("Message", _Stored(
