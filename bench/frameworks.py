@@ -87,6 +87,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _peers import peer_commit
 from chatkeep import Chatkeep, Ref
 from chatkeep.aio import AsyncChatkeep
 from chatkeep.history.summarizers import ExtractiveSummarizer
@@ -571,16 +572,6 @@ async def serve_langgraph(args: argparse.Namespace) -> None:
     finally:
         for close in reversed(stack):
             await close()
-
-
-def peer_commit(src: Path) -> str:
-    """The short commit of the checkout ``src`` sits in (or its path)."""
-    try:
-        out = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return str(src)
-    return out.stdout.strip()
 
 
 async def peer_contenders(directory: Path, args: argparse.Namespace,

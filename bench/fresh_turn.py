@@ -49,6 +49,8 @@ from typing import Any, Protocol
 
 from sqlalchemy import event
 
+from _peers import peer_commit
+
 SYSTEM = "You are a helpful assistant for a law firm. Answer precisely and cite clauses."
 WORDS = [
     "contract", "notice", "clause", "renewal", "termination", "party", "agreement", "payment",
@@ -287,16 +289,6 @@ def start_peer(directory: Path, args: argparse.Namespace) -> subprocess.Popen[st
     if json.loads(child.stdout.readline() or "null") != "ready":
         raise SystemExit("the peer process did not start")
     return child
-
-
-def peer_commit(src: Path) -> str:
-    """The short commit of the checkout ``src`` sits in (or its path)."""
-    try:
-        out = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return str(src)
-    return out.stdout.strip()
 
 
 async def run(directory: Path, args: argparse.Namespace) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import aiosqlite
 import openai
 import pytest
 
@@ -307,3 +308,18 @@ def openai_client(llm_server: FakeOpenAIServer) -> openai.OpenAI:
 @pytest.fixture(autouse=True)
 def _chatkeep_logs(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="chatkeep")
+
+
+@pytest.fixture
+def trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The name of each call sent to an aiosqlite connection's thread (what the one-trip
+    tests of the async append and the bounded reads count)."""
+    sent: list[str] = []
+    real: Any = aiosqlite.Connection._execute
+
+    async def counting(self: aiosqlite.Connection, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(getattr(fn, "__name__", repr(fn)))
+        return await real(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(aiosqlite.Connection, "_execute", counting)
+    yield sent

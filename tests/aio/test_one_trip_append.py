@@ -5,11 +5,10 @@ a trip each), and what it refuses leaves nothing behind and the connection usabl
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
 import pytest
 from sqlalchemy import event
 
@@ -17,20 +16,6 @@ from chatkeep import ChatkeepError, Ref, Usage
 from chatkeep.aio import AsyncChatkeep
 
 ORG = Ref("organization", 1)
-
-
-@pytest.fixture
-def trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The name of each call sent to an aiosqlite connection's thread."""
-    sent: list[str] = []
-    real: Any = aiosqlite.Connection._execute
-
-    async def counting(self: aiosqlite.Connection, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        sent.append(getattr(fn, "__name__", repr(fn)))
-        return await real(self, fn, *args, **kwargs)
-
-    monkeypatch.setattr(aiosqlite.Connection, "_execute", counting)
-    yield sent
 
 
 def test_each_append_is_one_trip(tmp_path: Path, trips: list[str]) -> None:

@@ -7,11 +7,9 @@ session still refuses a read outside ``session.run`` before anything is read."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
 import pytest
 
 from chatkeep import PrivacyError, Ref
@@ -19,20 +17,6 @@ from chatkeep.aio import AsyncChatkeep
 from chatkeep.integrations.openai_agents import ChatkeepSession
 
 ORG = Ref("organization", 1)
-
-
-@pytest.fixture
-def trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The name of each call sent to an aiosqlite connection's thread."""
-    sent: list[str] = []
-    real: Any = aiosqlite.Connection._execute
-
-    async def counting(self: aiosqlite.Connection, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        sent.append(getattr(fn, "__name__", repr(fn)))
-        return await real(self, fn, *args, **kwargs)
-
-    monkeypatch.setattr(aiosqlite.Connection, "_execute", counting)
-    yield sent
 
 
 def exchange(i: int) -> list[dict[str, Any]]:

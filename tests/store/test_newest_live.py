@@ -6,11 +6,9 @@ aiosqlite's thread."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
 import pytest
 
 from chatkeep import Chatkeep, InvalidArgument, Ref, SessionNotFound
@@ -80,20 +78,6 @@ def test_no_live_message_no_session_and_a_bad_limit(db_url: str) -> None:
             newest_live(engine, "no-such-session", 20)
         with pytest.raises(InvalidArgument):
             newest_live(engine, session.id, 0)
-
-
-@pytest.fixture
-def trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The name of each call sent to an aiosqlite connection's thread."""
-    sent: list[str] = []
-    real: Any = aiosqlite.Connection._execute
-
-    async def counting(self: aiosqlite.Connection, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        sent.append(getattr(fn, "__name__", repr(fn)))
-        return await real(self, fn, *args, **kwargs)
-
-    monkeypatch.setattr(aiosqlite.Connection, "_execute", counting)
-    yield sent
 
 
 def test_under_the_async_api_on_sqlite_it_is_one_trip(tmp_path: Path,
