@@ -394,15 +394,18 @@ OpenAI Agents SDK's `SQLAlchemySession` beside `ChatkeepSession`; Pydantic AI's
 `InMemoryConversationStore` with the conversation written to a JSON file every turn (and
 aside, the conversation read from and rewritten to the file with no store) beside
 `ChatkeepConversationStore` with the `ChatkeepHistory` capability (loaded with `for_run`,
-and aside with a whole `load`); LangGraph's `create_agent` on `SqliteSaver` alone beside
-`ChatkeepMiddleware` with no checkpointer (and aside, the middleware on top of
-`SqliteSaver`, which still rewrites the whole state). No model and no network: chatkeep
+and aside with a whole `load`); LangGraph's `create_agent` with two peers, `SqliteSaver`
+alone and LangChain's own bounded setup (`SummarizationMiddleware` on `SqliteSaver`),
+beside `ChatkeepMiddleware` with no checkpointer, on `SqliteSaver` (the state trimmed to
+what is not folded yet; aside, untrimmed) and on chatkeep's own checkpointer
+(`ChatkeepSaver`, whose checkpoints refer to the session's log). No model and no network: chatkeep
 summarizes offline, LangGraph's agent calls a fake chat model. It reports each turn's
 latency and the most tokens the model would be sent (the frameworks' defaults send the
 whole history, which only grows; chatkeep's must stay within its budget). Contenders take
 turns round-robin; ratios are peer / chatkeep from the same run. Targets: at least parity
-at the small size, at least `10x` at the large one, chatkeep within budget; rows marked
-"aside" are not held to them.""",
+at the small size, at least `10x` at the large one, chatkeep within budget; against
+LangChain's bounded setup, at least parity at both sizes; rows marked "aside" are not
+held to them.""",
         quick=("--turns", "15"), optional=True,
         modules=("agents", "pydantic_ai", "langchain", "langgraph.checkpoint.sqlite")),
     Bench(
