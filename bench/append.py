@@ -34,8 +34,10 @@ accepted, so ``bench/report.py`` calls every bench alike).
 ``--parts`` times, instead, what an async append is made of, at ``NORMAL`` (CPU, no
 fsync), the parts taking turns in blocks: the SDK's ``add_items`` and its write alone on
 the calling thread (what its ``asyncio.to_thread`` hop carries), chatkeep's async and sync
-``add_user``, and the two hops with nothing to carry (``asyncio.to_thread``, and one trip
-to an aiosqlite connection's thread, which chatkeep's async append makes once). Each is
+``add_user``, chatkeep's four statements alone on a plain ``sqlite3`` connection (SQLite's
+own work for an append; the rest of ``add_user`` is chatkeep's Python), and the two hops
+with nothing to carry (``asyncio.to_thread``, and one trip to an aiosqlite connection's
+thread, which chatkeep's async append makes once). Each is
 the median over ``--rounds`` of a block's mean, in microseconds, and against the SDK's
 ``add_items``: async chatkeep cannot beat the SDK while its sync append plus one trip
 costs more than the SDK's whole async append.
@@ -52,6 +54,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -298,6 +301,7 @@ async def parts(directory: Path, rounds: int, block: int) -> None:
     # What chatkeep's async append sends once: a call run in the connection's thread.
     trip: Callable[[Callable[[], None]], Any] = raw._execute
     write_alone = sdk_write_alone(directory)
+    statements_alone = chatkeep_statements_alone(directory)
 
     def nothing() -> None:
         return None
@@ -307,6 +311,7 @@ async def parts(directory: Path, rounds: int, block: int) -> None:
         "Agents SDK, its write alone (no hop)": (write_alone, False),
         "chatkeep async add_user": (lambda i: chatkeep_async.append(f"m {i}"), True),
         "chatkeep sync add_user": (lambda i: chatkeep_sync.append(f"m {i}"), False),
+        "chatkeep's statements alone (sqlite3, no hop)": (statements_alone, False),
         "asyncio.to_thread(nothing)": (lambda i: asyncio.to_thread(nothing), True),
         "aiosqlite trip (nothing)": (lambda i: trip(nothing), True),
     }
@@ -344,6 +349,46 @@ def sdk_write_alone(directory: Path) -> Callable[[int], None]:
         with session._write_connection() as conn:
             session._insert_items(conn, [{"role": "user", "content": f"m {i}"}])
             conn.commit()
+
+    return write
+
+
+def chatkeep_statements_alone(directory: Path) -> Callable[[int], None]:
+    """What SQLite does for one chatkeep append, with almost none of chatkeep's Python:
+    its four statements (``BEGIN IMMEDIATE``, the seq claim returning the session row, the
+    message insert, ``COMMIT``), compiled once, values bound by the same type processors,
+    sent by a plain ``sqlite3`` connection with chatkeep's settings to a chatkeep file (no
+    pool, no validation, no rows built). The gap to ``add_user`` is chatkeep's Python."""
+    from chatkeep.store.direct import compile_for_driver
+    from chatkeep.store.rows import SESSION_FIELDS
+    from chatkeep.store.statements import CLAIM_SEQ, INSERT_MESSAGE
+
+    path = directory / "chatkeep-statements.db"
+    keep = Chatkeep(f"sqlite:///{path}", dispatcher="inline",
+                    config={"store": {"sqlite_synchronous": "NORMAL"}})
+    session_id = keep.sessions.create(Ref("organization", 1), Ref("user", 1)).id
+    dialect = keep.engine.dialect
+    keep.close()
+    claim = compile_for_driver(CLAIM_SEQ, dialect)
+    columns = ["session_id", "seq", "role", "content", "tool_calls", "tool_call_id", "name",
+               "tokens", "created_at", "metadata", "native"]
+    insert = compile_for_driver(INSERT_MESSAGE, dialect, columns)
+    conn = sqlite3.connect(path, isolation_level=None)
+    last_seq = SESSION_FIELDS.index("last_seq")
+    for pragma in ("synchronous=NORMAL", "foreign_keys=ON", "secure_delete=ON"):
+        conn.execute(f"PRAGMA {pragma}")
+
+    def write(i: int) -> None:
+        now = datetime.now(UTC)
+        conn.execute("BEGIN IMMEDIATE")
+        row = conn.execute(claim.sql, claim.params({
+            "b_session_id": session_id, "b_count": 1, "b_now": now,
+            "b_billed": 0})).fetchall()[0]
+        conn.execute(insert.sql, insert.params({
+            "session_id": session_id, "seq": row[last_seq], "role": "user", "content": f"m {i}",
+            "tool_calls": None, "tool_call_id": None, "name": None, "tokens": 3,
+            "created_at": now, "metadata": {}, "native": None}))
+        conn.execute("COMMIT")
 
     return write
 
