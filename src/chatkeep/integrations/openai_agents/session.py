@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
@@ -555,27 +556,35 @@ class _Stored:
         self.tool_call_id, self.native = tool_call_id, native
 
 
-class _FloatSeen(ValueError):
-    """A JSON number with a fraction or exponent: :meth:`_Tail._items`' bound is not
-    proved for those (a float's shortest form can be longer than its text)."""
-
-
-def _no_float(text: str) -> float:
-    raise _FloatSeen(text)
-
-
 _SCAN: Any = getattr(json.JSONDecoder(), "scan_once")  # noqa: B009 (typeshed omits it)
-_SCAN_NO_FLOAT: Any = getattr(json.JSONDecoder(parse_float=_no_float), "scan_once")  # noqa: B009
+_UNUSUAL = object()
+"""What :func:`_decoded` answers for a text that is not one JSON value."""
+_LOCAL = threading.local()
+
+
+def _float_scanner() -> tuple[Any, list[str]]:
+    """This thread's scanner that notes every float it meets (in the list beside it,
+    which the caller clears) instead of refusing it: :meth:`_Tail._items`' bound is not
+    proved for floats (a float's shortest form can be longer than its text)."""
+    found = getattr(_LOCAL, "scanner", None)
+    if found is None:
+        seen: list[str] = []
+
+        def noted(text: str) -> float:
+            seen.append(text)
+            return 0.0
+
+        found = _LOCAL.scanner = (getattr(json.JSONDecoder(parse_float=noted),  # noqa: B009
+                                          "scan_once"), seen)
+    return found
 
 
 def _decoded(scan: Any, text: str) -> Any:
     """``json.loads(text)``, for a ``text`` that is one JSON value without surrounding
-    whitespace (else ``ValueError``): the scanner ``json.loads`` runs, without its
+    whitespace (else :data:`_UNUSUAL`): the scanner ``json.loads`` runs, without its
     per-call layers."""
     value, end = scan(text, 0)
-    if end != len(text):
-        raise ValueError("not one JSON value")
-    return value
+    return value if end == len(text) else _UNUSUAL
 
 
 class _Tail:
@@ -635,9 +644,12 @@ class _Tail:
         if per_token is None:
             return _Rows(watermark, rows)
         try:
-            items, total, worst = self._items(rows, per_token)
-        except Exception:  # an unusual row: the exact path reads it as it always has
+            found = self._items(rows, per_token)
+        except Exception:  # JSON the scanner refuses: the exact path reads it as always
+            found = None
+        if found is None:  # an unusual row: the exact path reads it as it always has
             return _Rows(watermark, rows)
+        items, total, worst = found
         if worst > self.most or total + self.fixed > self.budget:
             return _Rows(watermark, rows)  # bounds only: the exact costs decide
         if not self.fits(items, rows, watermark):
@@ -645,9 +657,10 @@ class _Tail:
         return items[-self.limit:]
 
     @staticmethod
-    def _items(rows: list[Row], per_token: int) -> tuple[list[Any], int, int]:
+    def _items(rows: list[Row], per_token: int) -> tuple[list[Any], int, int] | None:
         """The rows' items, the sum of their cost bounds and the largest (every row's
-        work written out here: this loop is most of a bounded read's own time).
+        work written out here: this loop is most of a bounded read's own time); ``None``
+        for rows the bound is not proved for (a float, a payload that is not an object).
 
         A row's bound: ``message_cost`` without the native payload (framing, text, calls,
         answered id) is counted exactly (``counted``); the payload adds
@@ -661,25 +674,26 @@ class _Tail:
         characters, which the text had to escape too), every integer, literal and
         bracket in as many or fewer, drops whitespace, and adds one space after each
         ``,`` and ``:`` separator; only a float can grow (``1e5`` is ``100000.0``), so
-        a text with one is refused (:func:`_no_float`) and the row goes to the exact
+        a text with one is refused (:func:`_float_scanner`) and the row goes to the exact
         path. With ``B`` the ceiling of that over ``chars_per_token``: the cost is at
         most ``max(counted, B)`` when the item is the payload's only key, else at most
         ``counted + B + 1`` (two ceilings exceed the ceiling of their sum by at most
         one)."""
         items: list[Any] = []
         total = worst = 0
-        scan, name, recorded_key = _SCAN_NO_FLOAT, NAME, RECORDED_ITEM
+        scan, floats = _float_scanner()
+        floats.clear()
+        name, recorded_key = NAME, RECORDED_ITEM
         for _, _seq, role, content, calls, call_id, _name, native in rows:
             # message_cost's framing, text, calls and answered id, exactly
             cost = MESSAGE_OVERHEAD + (-(-len(content) // per_token) if content else 0)
             tool_calls: tuple[ToolCall, ...] = ()
             if calls is not None and calls != "null":
-                listed = _decoded(_SCAN, calls)
-                if listed:
-                    tool_calls = tuple(ToolCall.from_openai(c) for c in listed)
-                    for call in tool_calls:
-                        cost += CALL_OVERHEAD + -(-len(call.id + call.name + call.arguments)
-                                                  // per_token)
+                decoded = _calls(calls, per_token)
+                if decoded is None:
+                    return None
+                tool_calls, calls_cost = decoded
+                cost += calls_cost
             if call_id:
                 cost += -(-len(call_id) // per_token)
             if native is None or native == "null":
@@ -687,13 +701,13 @@ class _Tail:
                 recorded = item = None
             else:  # json.loads(native), floats refused
                 payload, end = scan(native, 0)
-                if end != len(native) or type(payload) is not dict:
-                    raise ValueError("not one JSON object")
+                if end != len(native) or type(payload) is not dict or floats:
+                    return None
                 recorded = payload.get(name)
                 item = None
                 if recorded:
                     if type(recorded) is not dict:
-                        raise ValueError("a native payload that is not an object")
+                        return None
                     most = -(-(len(native) + native.count(",") + native.count(":"))
                              // per_token)
                     if len(recorded) == 1 and recorded_key in recorded:
@@ -715,6 +729,17 @@ class _Tail:
                 items.extend(message_to_items(cast("Message", _Stored(
                     _ROLES[role], content, tool_calls, call_id, payload))))
         return items, total, worst
+
+
+def _calls(text: str, per_token: int) -> tuple[tuple[ToolCall, ...], int] | None:
+    """A row's stored tool calls and what ``message_cost`` counts for them; ``None`` for
+    a text that is not one JSON value."""
+    listed = _decoded(_SCAN, text)
+    if listed is _UNUSUAL:
+        return None
+    calls = tuple(ToolCall.from_openai(c) for c in listed) if listed else ()
+    return calls, sum(CALL_OVERHEAD + -(-len(call.id + call.name + call.arguments)
+                                        // per_token) for call in calls)
 
 
 def _text(content: Any) -> str | None:
