@@ -163,21 +163,27 @@ def redaction(keep: Chatkeep, session: ChatSession) -> str:
 def _print_messages(messages: list[Message], watermark: int) -> None:
     """Each message as a heading line (seq, role, tokens, what became of it) and its text
     indented under it: reads at 80 columns, where a four-column table wrapped every
-    message into a narrow strip, and costs a fraction of a table's rendering
-    (``bench/cli_startup.py``)."""
+    message into a narrow strip. The lines are wrapped here and printed as one text, a
+    fraction of a table's rendering (``bench/cli_startup.py``)."""
+    from rich.text import Text
+
+    out = Text()
     for m in messages:
-        role = m.role.value if m.role is not Role.TOOL else f"tool ← {safe(m.tool_call_id)}"
-        marks = " [dim](summarized)[/dim]" if m.seq <= watermark else ""
+        out.append(f"#{m.seq}", style="bold")
+        out.append(f" {m.role.value}" if m.role is not Role.TOOL
+                   else f" tool ← {m.tool_call_id}")
+        if m.seq <= watermark:
+            out.append(" (summarized)", style="dim")
         if m.retracted_at is not None:
-            marks += " [yellow](retracted)[/yellow]"
-        console.print(f"[bold]#{m.seq}[/bold] {role}{marks} · {m.tokens or 0} tokens",
-                      highlight=False)
+            out.append(" (retracted)", style="yellow")
+        out.append(f" · {m.tokens or 0} tokens\n")
         if m.content:
-            console.print(_indented(m.content), markup=False, highlight=False,
-                          soft_wrap=True)
+            out.append(_indented(m.content) + "\n")
         for call in m.tool_calls:
-            console.print(_indented(f"→ tool call {call.id}: {call.name}({call.arguments})"),
-                          style="cyan", markup=False, highlight=False, soft_wrap=True)
+            out.append(_indented(f"→ tool call {call.id}: {call.name}({call.arguments})")
+                       + "\n", style="cyan")
+    out.rstrip()
+    console.print(out, highlight=False, soft_wrap=True)
 
 
 def _indented(text: str, indent: str = "    ") -> str:
