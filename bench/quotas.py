@@ -16,9 +16,10 @@ block's (a load spike on a shared machine moves one pair, not the figure); the r
 the totals is shown beside it. Targets: at most ``1.10x`` the time per turn on
 PostgreSQL, ``1.15x`` on SQLite. The statements a reservation and its settle add are
 counted on the engine's statement events in a separate pass (listening switches the
-store to its Core executors, so the timed passes run without a listener). The settle
-runs inside the answer's append (its own statements, no commit of its own), so what a
-reservation adds to a turn's commits is the reservation's one.
+store to its Core executors, so the timed passes run without a listener). The
+reservation is written in the transaction that records the request's replay manifest,
+and the settle inside the answer's append (each its own statements, no commit of its
+own), so a reservation adds statements to a turn, not commits.
 """
 
 from __future__ import annotations

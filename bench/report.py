@@ -446,10 +446,10 @@ the pair's order alternating); the ratio is the median over the pairs, the ratio
 totals beside it. On a SQLite file at the default `synchronous=FULL`, at `NORMAL` beside
 it (no target: the reservation without its sync to disk), and on PostgreSQL. The
 statements a reservation adds are counted in a separate pass. Targets: at most `1.10x`
-the time per turn on PostgreSQL, `1.15x` on SQLite. The reservation is one durable commit
-before the call (the floor: a reservation every other process must see, and that
-survives a crash); where a commit's sync to disk is slow, that commit is most of the
-ratio.""",
+the time per turn on PostgreSQL, `1.15x` on SQLite. The reservation adds no commit: it
+is written in the transaction that records the request's replay manifest, whose commit
+does not wait for the disk, so what it adds is its own statements and the pages they
+write.""",
         full=("--turns", "400", "--postgres", "{pg}"),
         quick=("--turns", "100", "--postgres", "{pg}"), services=("{pg}",)),
     Bench(
