@@ -31,14 +31,17 @@ HEAVY = ("chatkeep.history.compressor", "chatkeep.history.round", "chatkeep.priv
 #: What only ``sessions show`` imports of that (the lifecycle store, for the holds).
 STORE_LIFECYCLE = "chatkeep.store.lifecycle"
 
-PROBE = """
-import json, sys
+COMMAND = """
+import gc, json, sys
 sys.argv = ["chatkeep", *sys.argv[1:]]
 from chatkeep.cli import main
 try:
     main()
 except SystemExit as exc:
     assert not exc.code, exc.code
+"""
+#: A command, then the modules it loaded of ``heavy``.
+PROBE = COMMAND + """
 heavy = %r
 print(json.dumps(sorted(m for m in sys.modules if m.startswith(heavy))))
 """
@@ -109,14 +112,8 @@ def test_the_probe_sees_what_other_commands_load(database: tuple[str, str],
     assert loads in _loaded([*command, "--db", url], (*HEAVY, STORE_LIFECYCLE))
 
 
-GC_PROBE = """
-import gc, json, sys
-sys.argv = ["chatkeep", *sys.argv[1:]]
-from chatkeep.cli import main
-try:
-    main()
-except SystemExit as exc:
-    assert not exc.code, exc.code
+#: A command, then what the cyclic collector holds frozen and whether it is on.
+GC_PROBE = COMMAND + """
 print(json.dumps([gc.get_freeze_count(), gc.isenabled()]))
 """
 
