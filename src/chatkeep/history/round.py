@@ -233,13 +233,13 @@ class HistoryRound:
         """Whether the request this round lets leave records its manifest (the background
         fold job's rounds send nothing, so they record none)."""
         self.turn: int | None = None
+        """The turn the request this round let leave was recorded as (its replay
+        manifest, :mod:`chatkeep.history.manifest`), once it did."""
         self.pending: PendingReservation | None = None
         """A reservation to hold for the call this round lets leave (its tokens plus the
         plan's estimate), written with the request's manifest, in its transaction."""
         self.held: Reservation | None = None
         """The reservation :attr:`pending` became, once the body was let leave."""
-        """The turn the request this round let leave was recorded as (its replay
-        manifest, :mod:`chatkeep.history.manifest`), once it did."""
         self.keep_closed_tool_turns, self.allow_fold = keep_closed_tool_turns, allow_fold
         self.policy = policy or RetryPolicy()
         self.max_fold_calls, self._on_backlog = max_fold_calls, list(on_backlog)
@@ -324,9 +324,7 @@ class HistoryRound:
                                  else self._render(prepared, quiet=True))
             self.turn = record(self, prepared, digest, also=None if pending is None else hold)
         elif pending is not None:
-            self.held = pending.service.reserve(
-                pending.tenant, pending.tokens + prepared.plan.tokens, actor=pending.actor,
-                session_id=pending.session_id, purpose=pending.purpose)
+            self.held = pending.hold(prepared.plan.tokens)
 
     def build(self) -> History[Any]:
         """The round as ``build_history`` runs it: the plan in the round's wire format,

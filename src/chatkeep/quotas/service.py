@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -78,11 +79,19 @@ class PendingReservation:
         """Write it with ``ex`` (inside its transaction), holding ``tokens`` plus
         ``more_tokens``, its lease starting now: ``QuotaExceeded`` when a quota cannot
         hold them, which rolls the whole transaction back (nothing of it is written)."""
+        return self._write(more_tokens, functools.partial(self.service.store.reserve_in, ex))
+
+    def hold(self, more_tokens: int = 0) -> Reservation:
+        """Write it in a transaction of its own (one statement in autocommit on
+        PostgreSQL), holding ``tokens`` plus ``more_tokens``: ``QuotaExceeded`` when a
+        quota cannot hold them (nothing written)."""
+        return self._write(more_tokens, self.service.store.reserve)
+
+    def _write(self, more_tokens: int, reserve: Callable[..., Held | None]) -> Reservation:
         tokens = self.tokens + check_tokens(more_tokens, "more_tokens")
         clock, lease_until, default = self.service._terms()
-        held = self.service.store.reserve_in(
-            ex, self.tenant, self.actor, tokens, clock, lease_until=lease_until,
-            purpose=self.purpose, session_id=self.session_id, default=default)
+        held = reserve(self.tenant, self.actor, tokens, clock, lease_until=lease_until,
+                       purpose=self.purpose, session_id=self.session_id, default=default)
         return dataclasses.replace(self, tokens=tokens).reservation(held)
 
     def reservation(self, held: Held | None) -> Reservation:
@@ -195,12 +204,8 @@ class QuotaService:
                 reply = client.chat.completions.create(..., max_tokens=1000)
                 held.settle(reply.usage)
         """
-        pending = self.pending(tenant, tokens, actor=actor, session_id=session_id,
-                               purpose=purpose)
-        clock, lease_until, default = self._terms()
-        return pending.reservation(self.store.reserve(
-            pending.tenant, pending.actor, tokens, clock, lease_until=lease_until,
-            purpose=purpose, session_id=session_id, default=default))
+        return self.pending(tenant, tokens, actor=actor, session_id=session_id,
+                            purpose=purpose).hold()
 
     def pending(self, tenant: Ref, tokens: int, *, actor: Ref | None = None,
                 session_id: str | None = None, purpose: str = "chat") -> PendingReservation:
