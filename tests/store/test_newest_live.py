@@ -1,6 +1,6 @@
 """``store.newest.newest_live``: a session's summary watermark and newest live messages in
-one statement, as ``Repository.read_tail`` reads them (without ``created_at``, ``tokens``
-and ``metadata``), on both stores; and under the async API on SQLite one trip to
+one statement, as the end of the session's whole live read (without ``created_at``,
+``tokens`` and ``metadata``), on both stores; and under the async API on SQLite one trip to
 aiosqlite's thread."""
 
 from __future__ import annotations
@@ -35,7 +35,14 @@ def replayed(message: Message) -> tuple[Any, ...]:
             message.tool_calls, message.tool_call_id, message.name, dict(message.native))
 
 
-def test_the_newest_live_messages_as_read_tail_reads_them(db_url: str) -> None:
+def tail(repository: Any, session_id: str, limit: int) -> tuple[int, list[Message]]:
+    """The reference: the session's watermark and the last ``limit`` of every live
+    message, read whole through the repository (no bound)."""
+    watermark = repository.get_session(session_id).summary_watermark
+    return watermark, repository.read_messages(session_id, live_only=True)[-limit:]
+
+
+def test_the_newest_live_messages_as_the_whole_read_ends(db_url: str) -> None:
     with Chatkeep(db_url, dispatcher="inline") as keep:
         session = keep.sessions.open("newest", ORG)
         other = keep.sessions.open("other", ORG)
@@ -50,7 +57,7 @@ def test_the_newest_live_messages_as_read_tail_reads_them(db_url: str) -> None:
         engine = keep.repository.engine
         for limit in (1, 2, 3, 7, 8, 50):
             watermark, messages = newest_live(engine, session.id, limit)
-            expected_watermark, expected = keep.repository.read_tail(session.id, limit)
+            expected_watermark, expected = tail(keep.repository, session.id, limit)
             assert watermark == expected_watermark == 0
             assert [replayed(m) for m in messages] == [replayed(m) for m in expected]
             assert len(messages) == min(limit, 8)
@@ -90,7 +97,7 @@ def test_under_the_async_api_on_sqlite_it_is_one_trip(tmp_path: Path,
             core = await keep.core()
             chat = core_session(session)
             engine = core.repository.engine
-            expected = await keep.run(core.repository.read_tail, chat.id, 3)
+            expected = await keep.run(tail, core.repository, chat.id, 3)
             trips.clear()
             watermark, messages = await keep.run(newest_live, engine, chat.id, 3)
             assert len(trips) == 1, trips

@@ -1,10 +1,9 @@
 """A session's newest live messages and its summary watermark, in one statement.
 
-:meth:`Repository.read_tail <chatkeep.store.repository.Repository.read_tail>` answers the
-same question through a SQLAlchemy ``Connection``, in a read transaction of two
-statements: under the async API on SQLite each statement, and the end of the transaction,
-is a trip to aiosqlite's thread, and the trips cost more than SQLite's own work for a
-bounded read. :func:`newest_live` sends one statement (the watermark a scalar subquery of
+Read through a SQLAlchemy ``Connection`` in a read transaction of two statements, each
+statement and the end of the transaction would be a trip to aiosqlite's thread under the
+async API on SQLite, and the trips cost more than SQLite's own work for a bounded read.
+:func:`newest_live` sends one statement (the watermark a scalar subquery of
 it: one snapshot without a transaction) through the engine's transport
 (:mod:`chatkeep.store.direct`): on aiosqlite one trip; on pysqlite and PostgreSQL on the
 driver itself. It reads the columns a replay to a wire format reads (``created_at``,
@@ -126,8 +125,8 @@ def newest_rows(engine: Engine, session_id: str, limit: int,
 @retrying_reads
 def newest_live(engine: Engine, session_id: str, limit: int) -> tuple[int, list[Message]]:
     """The session's summary watermark and its newest ``limit`` live messages, oldest
-    first, as ``Repository.read_tail`` returns them but without each message's
-    ``created_at``, ``tokens`` and ``metadata``: read by :func:`read_newest` through the
+    first, as the repository stores them but without each message's ``created_at``,
+    ``tokens`` and ``metadata``: read by :func:`read_newest` through the
     engine's transport, one trip to the driver's thread under the async API on SQLite
     (called inside the async bridge, as every core read)."""
     check_int(limit, "limit", minimum=1, maximum=INT32_MAX)

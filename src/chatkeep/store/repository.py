@@ -73,7 +73,6 @@ from chatkeep.store.statements import (
     SESSION_BY_ID,
     SESSION_BY_KEY,
 )
-from chatkeep.validation import INT32_MAX, check_int
 
 __all__ = ["BilledUsage", "Repository", "SessionRow", "UsageLine", "as_utc", "utcnow"]
 
@@ -304,23 +303,6 @@ class Repository:
             query = query.limit(limit)
         with self.reading() as conn:
             return [message_from_row(r) for r in conn.execute(query)]
-
-    @retrying_reads
-    def read_tail(self, session_id: str, limit: int) -> tuple[int, list[Message]]:
-        """The session's summary watermark and its newest ``limit`` live messages, oldest
-        first, read together (one ``ORDER BY seq DESC LIMIT`` on the session's index): a
-        bounded read, whatever the session's length."""
-        check_int(limit, "limit", minimum=1, maximum=INT32_MAX)
-        newest = select(*MESSAGE_COLUMNS).where(
-            chat_messages.c.session_id == session_id, LIVE).order_by(
-            chat_messages.c.seq.desc()).limit(limit)
-        with self.reading() as conn:
-            watermark = conn.execute(select(chat_sessions.c.summary_watermark).where(
-                chat_sessions.c.id == session_id)).scalar_one_or_none()
-            if watermark is None:
-                raise SessionNotFound(f"no session {session_id!r}")
-            rows = [message_from_row(r) for r in conn.execute(newest)]
-        return int(watermark), rows[::-1]
 
     @retrying_reads
     def marks_after(self, session_id: str, key: str, after_seq: int) -> set[str]:
