@@ -151,8 +151,9 @@ def test_the_forgetting_parts_are_built_once_and_share_one_store(tmp_path: Path)
 
 def test_the_retention_bound_is_the_services_own() -> None:
     from chatkeep.lifecycle.retention import MAX_DAYS
+    from chatkeep.validation import MAX_RETENTION_DAYS
 
-    assert app_module._MAX_RETENTION_DAYS == MAX_DAYS
+    assert MAX_DAYS == MAX_RETENTION_DAYS == 36_500
 
 
 @pytest.mark.parametrize(("section", "days"), [

@@ -37,7 +37,7 @@ from chatkeep.store.migrate import ensure_schema
 from chatkeep.store.quotas import QuotaStore
 from chatkeep.store.repository import Repository, UsageLine
 from chatkeep.tokens import HeuristicCounter, TokenCounter
-from chatkeep.validation import check_int
+from chatkeep.validation import check_retention_days
 
 if TYPE_CHECKING:
     # The model-facing layers load when first used (``Chatkeep._build``): a program
@@ -68,10 +68,6 @@ _DISTIL_JOB, _FOLD_JOB = "distil", "fold"
 #: read commands, imports neither).
 _PARTS = frozenset({"privacy", "compressor", "memory", "lifecycle", "holds", "eraser",
                     "retention"})
-#: ``chatkeep.lifecycle.retention.MAX_DAYS``, known without importing it: the retention
-#: defaults are checked at construction as ``RetentionService`` checks them
-#: (tests/test_lazy_facade.py checks they agree).
-_MAX_RETENTION_DAYS = 36_500
 
 
 class Chatkeep:
@@ -154,8 +150,7 @@ class Chatkeep:
                             "privacy.session_retention_days"),
                            (self.config.privacy.memory_retention_days,
                             "privacy.memory_retention_days")):
-            if days is not None:
-                check_int(days, name, minimum=0, maximum=_MAX_RETENTION_DAYS)
+            check_retention_days(days, name)
         self.sessions.on_delete.append(lambda _session_id: self._forget_cached())
         # Quotas (issue 33): a reservation before every model call made for a tenant.
         self.quotas = QuotaService(QuotaStore(self.engine, self.repository.clock),

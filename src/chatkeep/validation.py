@@ -110,6 +110,19 @@ def check_int(value: object, field: str, *, error: type[ChatkeepError] = Invalid
     return value
 
 
+MAX_RETENTION_DAYS = 36_500
+"""The longest retention a policy or a default may set (a century)."""
+
+
+def check_retention_days(value: object, field: str) -> int | None:
+    """A retention in days: ``None`` (kept) or an ``int`` in ``[0, MAX_RETENTION_DAYS]``
+    (``InvalidArgument`` naming ``field`` otherwise): what ``keep.retention`` and the
+    config's defaults take, checked where the config is read without loading it."""
+    if value is None:
+        return None
+    return check_int(value, field, minimum=0, maximum=MAX_RETENTION_DAYS)
+
+
 def check_bool(value: object, field: str, *,
                error: type[ChatkeepError] = InvalidArgument) -> bool:
     """``value`` if it is a real ``bool``: ``"no"`` or ``1`` is not a yes/no answer."""

@@ -21,9 +21,9 @@ from chatkeep.errors import InvalidArgument
 from chatkeep.refs import Ref, require_ref
 from chatkeep.store.lifecycle import LifecycleStore
 from chatkeep.store.retention import RetentionPolicy, RetentionStore
-from chatkeep.validation import check_int
+from chatkeep.validation import MAX_RETENTION_DAYS, check_int, check_retention_days
 
-MAX_DAYS = 36_500
+MAX_DAYS = MAX_RETENTION_DAYS
 
 
 @dataclass(slots=True)
@@ -44,12 +44,6 @@ class SweepReport:
         return asdict(self)
 
 
-def _days(value: object, what: str) -> int | None:
-    if value is None:
-        return None
-    return check_int(value, what, minimum=0, maximum=MAX_DAYS)
-
-
 class RetentionService:
     """Per-tenant retention policies and the sweep that applies them (``keep.retention``)."""
 
@@ -58,8 +52,9 @@ class RetentionService:
                  on_deleted: Callable[[], None] | None = None) -> None:
         self._lifecycle = lifecycle
         self._store = store
-        self._default = (_days(session_idle_days, "privacy.session_retention_days"),
-                         _days(memory_idle_days, "privacy.memory_retention_days"))
+        self._default = (
+            check_retention_days(session_idle_days, "privacy.session_retention_days"),
+            check_retention_days(memory_idle_days, "privacy.memory_retention_days"))
         self._on_deleted = on_deleted
 
     def set_policy(self, tenant: Ref, *, session_idle_days: int | None = None,
@@ -68,8 +63,9 @@ class RetentionService:
         neither recalled nor updated ``memory_idle_days`` (``None``: keep them); replaces
         the default. Memories past their own expiry go whatever the policy."""
         require_ref(tenant, "tenant")
-        return self._store.set_policy(tenant, _days(session_idle_days, "session_idle_days"),
-                                      _days(memory_idle_days, "memory_idle_days"))
+        return self._store.set_policy(
+            tenant, check_retention_days(session_idle_days, "session_idle_days"),
+            check_retention_days(memory_idle_days, "memory_idle_days"))
 
     def policy(self, tenant: Ref) -> RetentionPolicy:
         """The policy in force for ``tenant``: its own, else the config's default."""
