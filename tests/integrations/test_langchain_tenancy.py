@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from sqlalchemy.util import await_only
 from test_langchain import (
@@ -36,6 +36,7 @@ from chatkeep.aio import AsyncChatkeep
 from chatkeep.errors import ChatkeepError, ForeignThreadState
 from chatkeep.integrations.langchain import ChatkeepMiddleware, ChatkeepStore
 from chatkeep.integrations.langchain.messages import LANGCHAIN_ID
+from chatkeep.integrations.langchain.middleware import Thread, _Options, record
 from chatkeep.store.repository import Repository
 
 ORG7, ORG8 = Ref("organization", 7), Ref("organization", 8)
@@ -308,3 +309,43 @@ def test_overlapping_async_runs_record_each_message_once(
     stored = asyncio.run(scenario())
     once_each(stored)
     assert [m.role.value for m in stored].count("assistant") == 1 + RUNS  # each run's answer
+
+
+# The interleavings behind the overlapping runs, one step at a time: the two tests above
+# reach them only when the scheduler happens to (CI's PostgreSQL run once did).
+
+def _answer(tag: str, call: str | None = None) -> AIMessage:
+    calls = [{"name": "get_weather", "args": {"city": "Paris"}, "id": call}] if call else []
+    return AIMessage("" if call else f"answer {tag}", id=f"run-{tag}", tool_calls=calls)
+
+
+INTERLEAVINGS = {
+    # B records its answer after A's: B's state shares A's input, not A's answer.
+    "another run's answer noted last": [["input"], ["input", "A"], ["input", "B"],
+                                        ["input", "A", "A-result"]],
+    # C's input is stored already (it appends nothing) after A's answer was.
+    "a run that appended nothing": [["input"], ["input", "A"], ["input"],
+                                    ["input", "A", "A-result"]],
+}
+
+
+@pytest.mark.parametrize("steps", INTERLEAVINGS.values(), ids=INTERLEAVINGS.keys())
+def test_interleaved_recordings_of_one_thread_store_each_message_once(
+        db_url: str, steps: list[list[str]]) -> None:
+    """Runs A, B and C record states of one thread in turn: each message is stored once,
+    and A's tool result answers A's call under the model's own id (a run that took A's
+    stored answer for new would have found its call id taken and scoped both)."""
+    parts: dict[str, list[BaseMessage]] = {
+        "input": list(resent("r")["messages"]),
+        "A": [_answer("A", call="call_0")], "B": [_answer("B")],
+        "A-result": [ToolMessage("18C and sunny", tool_call_id="call_0", id="run-A-result")]}
+    options, thread = _Options(title=None, anonymize_pii=False), Thread("interleaved", ORG7)
+    with Chatkeep(db_url, dispatcher="inline") as keep:
+        for step in steps:
+            record(keep, thread, options, [m for part in step for m in parts[part]])
+        stored = keep.sessions.by_key("interleaved", ORG7).read_messages()
+    ids = [m.metadata.get(LANGCHAIN_ID) for m in stored]
+    assert len(ids) == len(set(ids)), ids
+    assert set(ids) == {m.id for step in steps for part in step for m in parts[part]}
+    assert [c.id for m in stored for c in m.tool_calls] == ["call_0"]
+    assert [m.tool_call_id for m in stored if m.role.value == "tool"] == ["call_0"]

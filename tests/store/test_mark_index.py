@@ -11,6 +11,7 @@ from sqlalchemy import event
 
 from chatkeep import Chatkeep, Ref
 from chatkeep.messages import MessageDraft, Role
+from chatkeep.sessions import prepare_batch
 from chatkeep.store import make_engine, migrate
 from chatkeep.store.schema import INDEXED_MARK, MARK_INDEX
 
@@ -92,3 +93,34 @@ def test_0017_steps_down_to_the_whole_index_and_up_keeping_the_lookups(db_url: s
         assert keep.repository.stored_marks(session.id, INDEXED_MARK, ["lc-a", "b"]) == \
             {"lc-a"}
     engine.dispose()
+
+
+def test_append_unmarked_skips_an_id_held_anywhere_and_its_check_probes_the_index(
+        db_url: str) -> None:
+    """The store has the last word on what is new: an id the session's first message
+    holds is skipped however many messages came after it (overlapping LangChain runs
+    decide from states that differ), and the check under the lock probes the index."""
+    with Chatkeep(db_url, dispatcher="inline") as keep:
+        session = keep.sessions.open("unmarked", ORG)
+        session.add_drafts([MessageDraft(Role.USER, "first", metadata={INDEXED_MARK: "lc-0"})])
+        session.add_drafts([MessageDraft(Role.USER, f"m{i}") for i in range(30)])
+        captured: list[tuple[str, Any]] = []
+
+        def grab(_conn: Any, _cursor: Any, statement: str, parameters: Any,
+                 _context: Any, _many: bool) -> None:
+            if statement.upper().startswith("SELECT") and " IN " in statement.upper():
+                captured.append((statement, parameters))
+
+        drafts = [MessageDraft(Role.USER, "first", metadata={INDEXED_MARK: "lc-0"}),
+                  MessageDraft(Role.ASSISTANT, "new", metadata={INDEXED_MARK: "lc-1"})]
+        event.listen(keep.engine, "before_cursor_execute", grab)
+        try:
+            appended = keep.repository.append_unmarked(
+                session.id, INDEXED_MARK, prepare_batch(drafts, keep.counter))
+        finally:
+            event.remove(keep.engine, "before_cursor_execute", grab)
+        assert [m.metadata[INDEXED_MARK] for m in appended] == ["lc-1"]
+        assert [m.seq for m in appended] == [32]
+        (sql, params), = captured
+        plan = _plan(keep.engine, sql, params)
+        assert MARK_INDEX in plan, plan

@@ -310,13 +310,14 @@ MARKS_PER_QUERY = 500
 
 
 def append_unmarked(transport: Transport, session_id: str, key: str, batch: Batch,
-                    now: datetime, after_seq: int = 0) -> list[Message]:
+                    now: datetime) -> list[Message]:
     """Append the items of ``batch`` whose draft's metadata ``key`` (an integration's
     id for the message) the session does not hold yet, idempotent under concurrency: in
-    one transaction, lock the session, ask which of the batch's ids its messages after
-    ``after_seq`` hold (the caller checked those up to it), append the rest (with every
-    rule of :func:`append_in`). Two writers of the same messages queue on the lock; the
-    second appends nothing. Returns what was appended."""
+    one transaction, lock the session, ask which of the batch's ids any of its messages
+    holds, append the rest (with every rule of :func:`append_in`). Two writers of the
+    same messages queue on the lock; the second appends nothing. Whatever the caller
+    decided was new, the database has the last word: overlapping runs of one thread
+    decide from states that differ. Returns what was appended."""
     try:
         with transport.transaction() as ex:
             if not ex.rows(LOCK_METADATA, {"b_session_id": session_id}):
@@ -325,8 +326,8 @@ def append_unmarked(transport: Transport, session_id: str, key: str, batch: Batc
                                        if d.metadata.get(key) is not None))
             held: set[str] = set()
             for start in range(0, len(marks), MARKS_PER_QUERY):
-                held.update(r[0] for r in ex.rows(marks_held(key), {
-                    "b_session_id": session_id, "b_after_seq": after_seq,
+                held.update(r[0] for r in ex.rows(marks_held(transport.dialect, key), {
+                    "b_session_id": session_id,
                     "b_marks": marks[start:start + MARKS_PER_QUERY]}))
             fresh = []
             for item in batch:

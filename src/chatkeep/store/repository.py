@@ -21,10 +21,8 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     Engine,
-    String,
     delete,
     func,
-    literal_column,
     select,
     update,
 )
@@ -50,8 +48,6 @@ from chatkeep.store.rows import (
     utcnow,
 )
 from chatkeep.store.schema import (
-    INDEXED_MARK,
-    MARK_EXPRESSIONS,
     chat_folds,
     chat_messages,
     chat_sessions,
@@ -72,22 +68,13 @@ from chatkeep.store.statements import (
     RENEW_FOLD,
     SESSION_BY_ID,
     SESSION_BY_KEY,
+    mark_value,
 )
 
 __all__ = ["BilledUsage", "Repository", "SessionRow", "UsageLine", "as_utc", "utcnow"]
 
 #: Values one ``stored_marks`` query asks about (well under every backend's parameter cap).
 MARKS_PER_QUERY = 500
-
-
-def _mark(dialect: str, key: str) -> Any:
-    """A message's metadata value under ``key`` as text: for the indexed key, the
-    index's own expression (``MARK_EXPRESSIONS``: a lookup by id probes the index), else
-    SQLAlchemy's JSON path."""
-    expression = MARK_EXPRESSIONS.get(dialect)
-    if key == INDEXED_MARK and expression is not None:
-        return literal_column(expression, String)
-    return chat_messages.c.metadata[key].as_string()
 
 
 class Repository:
@@ -322,7 +309,7 @@ class Repository:
         back, so the cost follows the session's rows in the database, not in Python."""
         wanted = list(dict.fromkeys(values))
         found: set[str] = set()
-        mark = _mark(self.engine.dialect.name, key)
+        mark = mark_value(self.engine.dialect.name, key)
         with self.reading() as conn:
             for start in range(0, len(wanted), MARKS_PER_QUERY):
                 chunk = wanted[start:start + MARKS_PER_QUERY]
@@ -330,16 +317,13 @@ class Repository:
                     chat_messages.c.session_id == session_id, mark.in_(chunk))).scalars())
         return found
 
-    def append_unmarked(self, session_id: str, key: str, batch: Batch, *,
-                        after_seq: int = 0) -> list[Message]:
+    def append_unmarked(self, session_id: str, key: str, batch: Batch) -> list[Message]:
         """Append the messages of ``batch`` whose metadata ``key`` the session does not
         hold yet, in one transaction with the session locked: recording the same
         integration ids twice, even from overlapping runs, stores them once
-        (:func:`procedures.append_unmarked`). ``after_seq``: the caller knows the messages
-        up to it hold none of them (only those after it are asked). Returns what was
-        appended."""
+        (:func:`procedures.append_unmarked`). Returns what was appended."""
         return procedures.append_unmarked(CoreTransport(self.engine), session_id, key, batch,
-                                          self.clock(), after_seq)
+                                          self.clock())
 
     @retrying_reads
     def calls_taken(self, session_id: str, call_ids: Iterable[str]) -> set[str]:

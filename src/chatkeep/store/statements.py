@@ -24,6 +24,7 @@ from sqlalchemy import (
     column,
     func,
     insert,
+    literal_column,
     select,
     true,
     union_all,
@@ -33,6 +34,8 @@ from sqlalchemy import (
 from chatkeep.store.lazy import LazyStatements, dialect_insert
 from chatkeep.store.rows import MESSAGE_FIELDS
 from chatkeep.store.schema import (
+    INDEXED_MARK,
+    MARK_EXPRESSIONS,
     TS,
     chat_folds,
     chat_messages,
@@ -163,14 +166,23 @@ CALLS_TAKEN = select(chat_tool_calls.c.call_id).where(
 """Which of ``b_call_ids`` the session's tool calls already use (its unique index)."""
 
 
+def mark_value(dialect: str, key: str) -> Any:
+    """A message's metadata value under ``key`` as text: for the indexed key, the
+    index's own expression (``MARK_EXPRESSIONS``: a lookup by id probes the index), else
+    SQLAlchemy's JSON path."""
+    expression = MARK_EXPRESSIONS.get(dialect)
+    if key == INDEXED_MARK and expression is not None:
+        return literal_column(expression, String)
+    return _M.metadata[key].as_string()
+
+
 @functools.cache
-def marks_held(key: str) -> Select[Any]:
-    """Which of ``b_marks`` the session's messages after seq ``b_after_seq`` carry under
-    metadata ``key`` (an id an integration records messages by), retracted ones
-    included: an index range, the messages written since the caller last looked."""
-    mark = _M.metadata[key].as_string()
+def marks_held(dialect: str, key: str) -> Select[Any]:
+    """Which of ``b_marks`` the session's messages carry under metadata ``key`` (an id
+    an integration records messages by), retracted ones included. Every seq is asked,
+    whatever the caller believes it checked: for the indexed key it is a probe per id."""
+    mark = mark_value(dialect, key)
     return select(mark).where(_M.session_id == bindparam("b_session_id"),
-                              _M.seq > bindparam("b_after_seq", type_=Integer()),
                               mark.in_(bindparam("b_marks", expanding=True)))
 
 

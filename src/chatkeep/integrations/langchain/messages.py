@@ -68,6 +68,20 @@ def pending(state: Sequence[BaseMessage], recent: set[str] | None,
     return [m for m in state if m.id not in known]
 
 
+def continues(state: Sequence[BaseMessage], recorded: frozenset[str],
+              newest: str | None) -> bool:
+    """Whether ``state`` continues a recorded state (its ids ``recorded``, its newest
+    ``newest``): it holds that newest message, and every message before it is among the
+    recorded ones. A run's own next state does (it grows at its end and trims only its
+    start). An overlapping run's state of the same thread may share its input and differ
+    after it: anchoring on the shared input would call the other run's stored answer
+    new, and a message before it that was never recorded, stored."""
+    for index in range(len(state) - 1, -1, -1):
+        if newest is not None and state[index].id == newest:
+            return all(m.id in recorded for m in state[:index])
+    return False
+
+
 def drafts_of(messages: Sequence[BaseMessage], state: Sequence[BaseMessage],
               restore: Restore,
               taken: Callable[[list[str]], set[str]] = lambda ids: set()) -> list[MessageDraft]:

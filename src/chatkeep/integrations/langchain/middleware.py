@@ -71,6 +71,7 @@ from chatkeep.integrations.context import named_party
 from chatkeep.integrations.langchain.keeps import check_keep, is_async_keep
 from chatkeep.integrations.langchain.messages import (
     LANGCHAIN_ID,
+    continues,
     drafts_of,
     from_history,
     pending,
@@ -119,20 +120,27 @@ class Thread:
 
 class _Recorded:
     """What this middleware last recorded per session: the LangChain ids of the state it
-    recorded and the session's last seq after it. While the session's last seq is still
-    that (no one appended or deleted since), those ids anchor the next recording of the
-    thread without asking the store for the session's newest ids (an LRU, thread-safe;
-    the insert still skips an id stored meanwhile)."""
+    recorded, its newest one and the session's last seq after it. While the session's
+    last seq is still that (no one appended or deleted since) and a state continues the
+    recorded one (:func:`.messages.continues`), those ids anchor its recording without
+    asking the store for the session's newest ids (an LRU, thread-safe; the insert still
+    skips an id stored meanwhile)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_session: OrderedDict[str, tuple[int, frozenset[str]]] = OrderedDict()
+        self._by_session: OrderedDict[str, tuple[int, frozenset[str], str | None]] = (
+            OrderedDict())
 
-    def anchors(self, session_id: str, last_seq: int) -> set[str] | None:
-        """The ids recorded last, if the session is as that recording left it."""
+    def anchors(self, session_id: str, last_seq: int,
+                state: Sequence[BaseMessage]) -> set[str] | None:
+        """The ids recorded last, if the session is as that recording left it: all of
+        them when ``state`` continues that recording, none (ask the store by id) when it
+        does not. ``None``: nothing is known of the session."""
         with self._lock:
             found = self._by_session.get(session_id)
-        return set(found[1]) if found is not None and found[0] == last_seq else None
+        if found is None or found[0] != last_seq:
+            return None
+        return set(found[1]) if continues(state, found[1], found[2]) else set()
 
     def note(self, session_id: str, last_seq: int | None,
              state: Sequence[BaseMessage]) -> None:
@@ -142,7 +150,9 @@ class _Recorded:
             if last_seq is None:
                 self._by_session.pop(session_id, None)
                 return
-            self._by_session[session_id] = (last_seq, frozenset(m.id for m in state if m.id))
+            ids = [m.id for m in state if m.id]
+            self._by_session[session_id] = (last_seq, frozenset(ids),
+                                            ids[-1] if ids else None)
             self._by_session.move_to_end(session_id)
             while len(self._by_session) > THREADS_KEPT:
                 self._by_session.popitem(last=False)
@@ -413,20 +423,18 @@ def record(core: Chatkeep, thread: Thread, options: _Options,
     count, repository = session.message_count, session.repository
     recent: set[str] | None = None
     if count:
-        recent = options.recorded.anchors(session.id, count)
+        recent = options.recorded.anchors(session.id, count, state)
         if recent is None:
             recent = repository.marks_after(session.id, LANGCHAIN_ID, max(0, count - TAIL))
-        elif not any(m.id in recent for m in state):
-            recent = set()  # the session is as we left it: the store is asked by id
     new = pending(state, recent,
                   lambda ids: repository.stored_marks(session.id, LANGCHAIN_ID, ids))
     if check and not all(isinstance(m, ToolMessage) for m in new):
         _refuse_foreign(core, session, thread, new)
-    appended = _append(core, session, new, state, count)
-    # What the session now holds (a run that appended nothing leaves it unknown: another
-    # writer may have stored those messages).
-    options.recorded.note(session.id, appended[-1].seq if appended else
-                          count if not new else None, state)
+    appended = _append(core, session, new, state)
+    # What the session now holds: the state, its newest messages the session's newest.
+    # A recording that appended nothing leaves that unknown: the session's newest may be
+    # another run's, stored after what this state holds.
+    options.recorded.note(session.id, appended[-1].seq if appended else None, state)
     return session
 
 
@@ -482,9 +490,9 @@ def with_removal(result: ModelResult, ids: Sequence[str]) -> ModelResult:
 
 
 def _append(core: Chatkeep, session: ChatSession, new: Sequence[BaseMessage],
-            state: Sequence[BaseMessage], seen: int) -> list[Message]:
-    """Record ``new`` (messages of ``state`` none of the session's first ``seen``
-    messages holds), each LangChain id once; returns what was appended."""
+            state: Sequence[BaseMessage]) -> list[Message]:
+    """Record ``new`` (messages of ``state`` found new), each LangChain id once (the
+    store skips an id any of the session's messages holds); returns what was appended."""
     repository = session.repository
     drafts = drafts_of(new, state,
                        lambda payload: core.privacy.restore_payload(session, payload),
@@ -492,7 +500,7 @@ def _append(core: Chatkeep, session: ChatSession, new: Sequence[BaseMessage],
     if not drafts:
         return []
     return repository.append_unmarked(session.id, LANGCHAIN_ID,
-                                      prepare_batch(drafts, core.counter), after_seq=seen)
+                                      prepare_batch(drafts, core.counter))
 
 
 def _refuse_foreign(core: Chatkeep, session: ChatSession, thread: Thread,
@@ -511,7 +519,7 @@ def _refuse_foreign(core: Chatkeep, session: ChatSession, thread: Thread,
         return
     last = max(i for i, m in enumerate(new) if m.id in foreign)
     own = list(new[last + 1:])
-    _append(core, session, own, own, session.message_count)
+    _append(core, session, own, own)
     raise ForeignThreadState(
         f"the LangGraph state of thread {thread.key!r} holds messages another tenant's "
         f"session recorded ({len(foreign)} of them): a checkpointer keyed by thread_id "
