@@ -73,7 +73,7 @@ def test_the_default_quota_insert_is_the_same_sql(dialect: str) -> None:
 @pytest.mark.parametrize("usage", [False, True])
 def test_the_append_with_a_settle_keeps_its_usage_flag(usage: bool) -> None:
     statement = sql(quotas.PG_APPEND_SETTLE[usage], "postgresql")
-    assert "settle_taken" in statement and "settle_quotas" in statement
+    assert "st AS" in statement and "sq AS" in statement
     assert ("billed AS" in statement) is usage
     assert quotas.PG_APPEND_SETTLE[usage] is quotas.PG_APPEND_SETTLE[usage]
 

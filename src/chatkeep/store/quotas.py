@@ -20,7 +20,6 @@ append's ``BEGIN IMMEDIATE`` (:func:`settle_in`), so the answer costs no commit 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,7 +35,7 @@ from sqlalchemy import (
     delete,
     func,
     insert,
-    literal,
+    literal_column,
     or_,
     select,
     text,
@@ -48,7 +47,7 @@ from chatkeep.refs import Ref
 from chatkeep.store.direct import driver_transport
 from chatkeep.store.executor import CoreTransport, Executor, Transport
 from chatkeep.store.lazy import LazyStatements, dialect_insert
-from chatkeep.store.rows import as_utc, utcnow
+from chatkeep.store.rows import as_utc, time_ordered_id, utcnow
 from chatkeep.store.schema import TS, chat_quotas, chat_reservations
 from chatkeep.store.statements import PG_APPEND
 
@@ -184,25 +183,34 @@ def _with_settle(append: Select[Any]) -> Select[Any]:
     """PostgreSQL's one-statement append with a reservation's settle beside it (the
     reservation's row taken, its tokens moved from ``reserved`` to ``spent`` at
     ``b_q_used``, else at its reserved amount): both in the append's one transaction.
-    Its own parameter names (``b_q_*``), as the append's ``b_now`` is a timestamp."""
+    Its own parameter names (``b_q_*``), as the append's ``b_now`` is a timestamp.
+
+    Written short (tables under one-letter aliases, constants inline): psycopg converts
+    a statement's placeholders once and caches the result only for statements of at
+    most 4,096 bytes (``MAX_CACHED_STATEMENT_LENGTH``); over it, every call parses the
+    whole text again (tests/store/test_pg_statement_size.py)."""
     now = bindparam("b_q_now", type_=BigInteger())
-    taken = (delete(chat_reservations).where(_R.id == bindparam("b_q_id"))
-             .returning(_R.tenant_type, _R.tenant_id, _R.key_a, _R.key_b, _R.tokens)
-             .cte("settle_taken"))
-    rolled = _Q.window_end <= now
-    end = case((_Q.window_kind == "day", bindparam("b_q_day_end", type_=BigInteger())),
-               (_Q.window_kind == "month", bindparam("b_q_month_end", type_=BigInteger())),
-               else_=now + _Q.window_seconds)
+    r, q = chat_reservations.alias("r"), chat_quotas.alias("q")
+    taken = (delete(r).where(r.c.id == bindparam("b_q_id"))
+             .returning(r.c.tenant_type, r.c.tenant_id, r.c.key_a, r.c.key_b, r.c.tokens)
+             .cte("st"))
+    rolled = q.c.window_end <= now
+    end = case((q.c.window_kind == literal_column("'day'"),
+                bindparam("b_q_day_end", type_=BigInteger())),
+               (q.c.window_kind == literal_column("'month'"),
+                bindparam("b_q_month_end", type_=BigInteger())),
+               else_=now + q.c.window_seconds)
     used = func.coalesce(bindparam("b_q_used", type_=BigInteger()), taken.c.tokens)
-    settled = (update(chat_quotas)
-               .where(_Q.tenant_type == taken.c.tenant_type,
-                      _Q.tenant_id == taken.c.tenant_id,
-                      or_(_Q.scope_key == taken.c.key_a, _Q.scope_key == taken.c.key_b))
-               .values(window_end=case((rolled, end), else_=_Q.window_end),
-                       spent=case((rolled, 0), else_=_Q.spent) + used,
-                       reserved=case((_Q.reserved > taken.c.tokens,
-                                      _Q.reserved - taken.c.tokens), else_=0))
-               .returning(literal(1)).cte("settle_quotas"))
+    zero = literal_column("0")
+    settled = (update(q)
+               .where(q.c.tenant_type == taken.c.tenant_type,
+                      q.c.tenant_id == taken.c.tenant_id,
+                      or_(q.c.scope_key == taken.c.key_a, q.c.scope_key == taken.c.key_b))
+               .values(window_end=case((rolled, end), else_=q.c.window_end),
+                       spent=case((rolled, zero), else_=q.c.spent) + used,
+                       reserved=case((q.c.reserved > taken.c.tokens,
+                                      q.c.reserved - taken.c.tokens), else_=zero))
+               .returning(literal_column("1")).cte("sq"))
     return append.add_cte(taken).add_cte(settled)
 
 
@@ -398,7 +406,7 @@ class QuotaStore:
         if default is not None:
             ex.many(INSERT_DEFAULT[dialect], [self._new_row(tenant, None, *default)])
         params = {**_keys(tenant, actor), **clock.params(), "b_tokens": tokens}
-        held = Held(str(uuid.uuid4()), tokens, lease_until)
+        held = Held(time_ordered_id(), tokens, lease_until)
         if dialect == "postgresql":
             rows = ex.rows(PG_RESERVE, {
                 **params, "b_id": held.id, "b_tenant_int": tenant.id_is_int,

@@ -43,8 +43,8 @@ from chatkeep.store.rows import (
     UsageLine,
     as_utc,
     message_from_row,
-    new_session_id,
     session_from_row,
+    time_ordered_id,
     utcnow,
 )
 from chatkeep.store.schema import (
@@ -196,7 +196,7 @@ class Repository:
                         key: str | None = None) -> dict[str, Any]:
         now = self.clock()
         return {
-            "id": new_session_id(), **ref_values("tenant", tenant),
+            "id": time_ordered_id(), **ref_values("tenant", tenant),
             **ref_values("actor", actor), **ref_values("subject", subject),
             "title": title, "anonymize_pii": anonymize_pii, "total_tokens": 0, "last_seq": 0,
             "summary": None, "summary_watermark": 0, "summary_version": 0,

@@ -28,8 +28,10 @@ def as_utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC)
 
 
-def new_session_id() -> str:
-    """A time-ordered UUID (version 7 layout): ids sort by creation and index well."""
+def time_ordered_id() -> str:
+    """A time-ordered UUID (version 7 layout): ids sort by creation and index well (a
+    new key lands at the index's right edge; for rows deleted soon after, such as a
+    quota reservation, the dead entries gather there instead of across the index)."""
     ms = int(datetime.now(UTC).timestamp() * 1000)
     rand = uuid.uuid4().int & ((1 << 74) - 1)
     high = (ms << 80) | (0x7 << 76) | ((rand >> 62) << 64)
