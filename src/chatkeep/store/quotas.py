@@ -27,8 +27,10 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    ColumnElement,
     Engine,
     Select,
+    alias,
     and_,
     bindparam,
     case,
@@ -190,7 +192,10 @@ def _with_settle(append: Select[Any]) -> Select[Any]:
     most 4,096 bytes (``MAX_CACHED_STATEMENT_LENGTH``); over it, every call parses the
     whole text again (tests/store/test_pg_statement_size.py)."""
     now = bindparam("b_q_now", type_=BigInteger())
-    r, q = chat_reservations.alias("r"), chat_quotas.alias("q")
+    # An alias is typed as a NamedFromClause, which delete() and update() do not name;
+    # at run time it is the Alias they take.
+    r: Any = alias(chat_reservations, "r")
+    q: Any = alias(chat_quotas, "q")
     taken = (delete(r).where(r.c.id == bindparam("b_q_id"))
              .returning(r.c.tenant_type, r.c.tenant_id, r.c.key_a, r.c.key_b, r.c.tokens)
              .cte("st"))
@@ -201,7 +206,7 @@ def _with_settle(append: Select[Any]) -> Select[Any]:
                 bindparam("b_q_month_end", type_=BigInteger())),
                else_=now + q.c.window_seconds)
     used = func.coalesce(bindparam("b_q_used", type_=BigInteger()), taken.c.tokens)
-    zero = literal_column("0")
+    zero: ColumnElement[int] = literal_column("0", BigInteger())
     settled = (update(q)
                .where(q.c.tenant_type == taken.c.tenant_type,
                       q.c.tenant_id == taken.c.tenant_id,
