@@ -1,7 +1,7 @@
 """``ChatkeepSession.get_items(limit)`` under the async API on SQLite is one trip to
 aiosqlite's thread (issue 37, point 2): the privacy check, the bounded read and its
 conversion are one call through the bridge, and the read is one statement
-(``store.newest.newest_live``); it was three trips and three bridge calls. A redacting
+(``store.newest.newest_rows``); it was three trips and three bridge calls. A redacting
 session still refuses a read outside ``session.run`` before anything is read."""
 
 from __future__ import annotations

@@ -25,8 +25,9 @@ from chatkeep.formats.openai_responses import NAME, message_to_items
 from chatkeep.history.plan import message_cost
 from chatkeep.integrations.openai_agents import session as agents_session
 from chatkeep.messages import Role
-from chatkeep.store.newest import live_message, newest_live
+from chatkeep.store.newest import live_message
 from chatkeep.tokens import HeuristicCounter
+from support.newest import newest_live
 
 ORG = Ref("organization", 1)
 PROPERTY = settings(max_examples=60, deadline=None, derandomize=True, database=None,

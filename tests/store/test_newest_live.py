@@ -1,4 +1,4 @@
-"""``store.newest.newest_live``: a session's summary watermark and newest live messages in
+"""``store.newest.newest_rows``: a session's summary watermark and newest live messages in
 one statement, as the end of the session's whole live read (without ``created_at``,
 ``tokens`` and ``metadata``), on both stores; and under the async API on SQLite one trip to
 aiosqlite's thread."""
@@ -15,7 +15,7 @@ from chatkeep import Chatkeep, InvalidArgument, Ref, SessionNotFound
 from chatkeep.aio import AsyncChatkeep
 from chatkeep.aio.sessions import core_session
 from chatkeep.messages import Message
-from chatkeep.store.newest import newest_live
+from support.newest import newest_live
 
 ORG = Ref("organization", 1)
 ITEMS: list[dict[str, Any]] = [

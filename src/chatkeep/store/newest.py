@@ -3,7 +3,7 @@
 Read through a SQLAlchemy ``Connection`` in a read transaction of two statements, each
 statement and the end of the transaction would be a trip to aiosqlite's thread under the
 async API on SQLite, and the trips cost more than SQLite's own work for a bounded read.
-:func:`newest_live` sends one statement (the watermark a scalar subquery of
+:func:`newest_rows` sends one statement (the watermark a scalar subquery of
 it: one snapshot without a transaction) through the engine's transport
 (:mod:`chatkeep.store.direct`): on aiosqlite one trip; on pysqlite and PostgreSQL on the
 driver itself. It reads the columns a replay to a wire format reads (``created_at``,
@@ -31,7 +31,7 @@ from chatkeep.store.schema import chat_messages, chat_sessions
 from chatkeep.store.statements import LIVE
 from chatkeep.validation import INT32_MAX, check_int
 
-__all__ = ["live_message", "newest_live", "newest_rows", "read_newest", "read_newest_rows"]
+__all__ = ["live_message", "newest_rows", "read_newest_rows"]
 
 T = TypeVar("T")
 
@@ -93,16 +93,6 @@ def read_newest_rows(transport: Transport, session_id: str, limit: int,
     return then(int(rows[0][0]), list(rows)[::-1])
 
 
-def read_newest(transport: Transport, session_id: str,
-                limit: int) -> tuple[int, list[Message]]:
-    """The procedure: the summary watermark and the newest ``limit`` live messages, oldest
-    first, read by one statement; ``SessionNotFound`` for no session."""
-    def messages(watermark: int, rows: list[Row]) -> tuple[int, list[Message]]:
-        return watermark, [live_message(session_id, row) for row in rows]
-
-    return read_newest_rows(transport, session_id, limit, messages)
-
-
 def _transport(engine: Engine) -> Transport:
     transport = _TRANSPORTS.get(engine)
     if transport is None:
@@ -120,14 +110,3 @@ def newest_rows(engine: Engine, session_id: str, limit: int,
     the async bridge, as every core read."""
     check_int(limit, "limit", minimum=1, maximum=INT32_MAX)
     return _transport(engine).run(read_newest_rows, session_id, limit, then)
-
-
-@retrying_reads
-def newest_live(engine: Engine, session_id: str, limit: int) -> tuple[int, list[Message]]:
-    """The session's summary watermark and its newest ``limit`` live messages, oldest
-    first, as the repository stores them but without each message's ``created_at``,
-    ``tokens`` and ``metadata``: read by :func:`read_newest` through the
-    engine's transport, one trip to the driver's thread under the async API on SQLite
-    (called inside the async bridge, as every core read)."""
-    check_int(limit, "limit", minimum=1, maximum=INT32_MAX)
-    return _transport(engine).run(read_newest, session_id, limit)
