@@ -6,6 +6,7 @@ off for that transaction only; the Core path keeps PostgreSQL's setting too."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,7 @@ def test_a_sqlite_connection_is_set_back_to_its_level(tmp_path: Path) -> None:
     assert around[at:at + 4] == ["PRAGMA synchronous=NORMAL", "BEGIN IMMEDIATE", "COMMIT",
                                  "PRAGMA synchronous=3"]
     assert around.count("PRAGMA synchronous=NORMAL") == 1  # the appends sync as configured
+    assert "PRAGMA synchronous" not in statements  # the level is known, not asked
     with keep.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 3
 
@@ -131,3 +133,26 @@ def test_the_core_path_turns_synchronous_commit_off_on_postgresql(
     with core.transaction(synced=False) as ex:
         got = setting(ex, core.dialect)
     assert got == ("off" if core.dialect == "postgresql" else "FULL")
+
+
+@pytest.mark.parametrize("level", ["NORMAL", "FULL", "EXTRA"])
+def test_the_transport_knows_the_configured_level_under_both_apis(
+        tmp_path: Path, level: str) -> None:
+    """The level an unsynced transaction sets back is the engine's setting (sync, and the
+    async API's engine), so it is not read first: under the async API a read is a trip
+    to aiosqlite's thread."""
+    from chatkeep.aio import AsyncChatkeep
+
+    numbers = {"NORMAL": 1, "FULL": 2, "EXTRA": 3}
+    config = {"store": {"sqlite_synchronous": level}}
+    with Chatkeep(f"sqlite:///{tmp_path / 'k.db'}", dispatcher="inline", config=config) as keep:
+        keep.start()
+        assert keep.repository._transport.sqlite_level == numbers[level]
+
+    async def scenario() -> int | None:
+        async with AsyncChatkeep(f"sqlite:///{tmp_path / 'a.db'}", dispatcher="inline",
+                                 config=config) as keep:
+            core = await keep.core()
+            return core.repository._transport.sqlite_level
+
+    assert asyncio.run(scenario()) == numbers[level]

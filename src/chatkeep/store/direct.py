@@ -26,6 +26,7 @@ from sqlalchemy.util import await_only
 
 from chatkeep.errors import ChatkeepError, StoreError
 from chatkeep.store.connections import autocommits, driver_error, ensure_started, store_error
+from chatkeep.store.engine import configured_sqlite_level
 from chatkeep.store.executor import CoreTransport, Executor, Row, Transport
 
 P = ParamSpec("P")
@@ -340,7 +341,8 @@ _SQLITE_NORMAL = 1
 
 
 @contextmanager
-def _unsynced(db: _DriverExecutor, dialect: str, begin: str) -> Iterator[_DriverExecutor]:
+def _unsynced(db: _DriverExecutor, dialect: str, begin: str,
+              level: int | None = None) -> Iterator[_DriverExecutor]:
     """``db`` in a write transaction whose commit does not wait for the disk: visible to
     every connection and durable against a crash of this process at once, durable
     against a crash of the machine (power loss) with the next commit that does wait.
@@ -348,12 +350,15 @@ def _unsynced(db: _DriverExecutor, dialect: str, begin: str) -> Iterator[_Driver
     round trip of its own). SQLite, whose level cannot change inside a transaction: the
     connection's ``synchronous`` lowered to NORMAL around it (WAL at NORMAL syncs at
     checkpoints only) and set back after; a connection that could not be set back is
-    never pooled again (:attr:`_DriverExecutor.unsafe`)."""
+    never pooled again (:attr:`_DriverExecutor.unsafe`). ``level``: the connection's
+    level, known from the engine's settings (``None``: asked, a statement more; under
+    the async API a trip more to aiosqlite's thread)."""
     if dialect == "postgresql":
         with _within(db, f"{begin}; SET LOCAL synchronous_commit TO OFF"):
             yield db
         return
-    level = int(db.fetch("PRAGMA synchronous", ())[0][0])
+    if level is None:
+        level = int(db.fetch("PRAGMA synchronous", ())[0][0])
     if level <= _SQLITE_NORMAL:
         with _within(db, begin):
             yield db
@@ -391,6 +396,8 @@ class DriverTransport:
         self.dialect = engine.dialect.name
         self.core = CoreTransport(engine)
         self.statements = _Statements(engine.dialect)
+        self.sqlite_level = configured_sqlite_level(engine)
+        """The SQLite engine's ``synchronous`` level (``None``: unknown, or PostgreSQL)."""
 
     @property
     def usable(self) -> bool:
@@ -426,7 +433,8 @@ class DriverTransport:
 
     @contextmanager
     def _open_unsynced(self) -> Iterator[Executor]:
-        with self._checkout() as db, _unsynced(db, self.dialect, self.write_begin):
+        with self._checkout() as db, _unsynced(db, self.dialect, self.write_begin,
+                                               self.sqlite_level):
             yield db
 
     @contextmanager

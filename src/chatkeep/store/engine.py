@@ -22,6 +22,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -222,10 +223,24 @@ def make_engine(url: str | URL, *, sqlite_synchronous: str = "FULL",
     return engine
 
 
+_LEVELS = {"OFF": 0, "NORMAL": 1, "FULL": 2, "EXTRA": 3}
+"""``PRAGMA synchronous`` as SQLite reports it, per name."""
+_CONFIGURED: weakref.WeakKeyDictionary[Engine, int] = weakref.WeakKeyDictionary()
+
+
+def configured_sqlite_level(engine: Engine) -> int | None:
+    """The ``synchronous`` level every connection of ``engine`` is set to (as ``PRAGMA
+    synchronous`` reports it), or ``None``: not a SQLite engine of chatkeep's making. A
+    transaction that lowers it for itself sets it back to this level, without reading
+    it first (:func:`chatkeep.store.direct._unsynced`)."""
+    return _CONFIGURED.get(engine)
+
+
 def apply_sqlite_pragmas(engine: Engine, synchronous: str, *, wal: bool = True) -> None:
     """Every new SQLite connection of ``engine`` (sync, or an async engine's
     ``sync_engine``) gets chatkeep's settings: WAL, ``synchronous``, the busy timeout,
     foreign keys, ``secure_delete``, and no implicit BEGIN (chatkeep issues its own)."""
+    _CONFIGURED[engine] = _LEVELS[synchronous]
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
