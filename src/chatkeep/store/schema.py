@@ -418,11 +418,13 @@ chat_reservations = Table(
     Column("purpose", String(16), nullable=False),
     Column("lease_until", BigInteger, nullable=False),
     Column("created_at", TS, nullable=False),
+    sqlite_with_rowid=False,
 )
 """A call's reservation until it is settled or released; one whose lease ended is counted
 at its reserved amount by the sweep (a worker killed mid-call). No index beside its key
-(migration 0018): it holds only the calls in flight, so the sweep reads it whole, and a
-reservation and its settle write one b-tree each."""
+(migration 0018): it holds only the calls in flight, so the sweep reads it whole; on
+SQLite its rows live in the key's b-tree (``WITHOUT ROWID``, migration 0019), so a
+reservation and its settle each write one b-tree."""
 
 # -- replay (issue 34 part 2): what each built request was made from ----------------------
 # A summary's every version is kept (the fold's compare-and-set writes it), so a past
