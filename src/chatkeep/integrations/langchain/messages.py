@@ -74,8 +74,8 @@ def continues(state: Sequence[BaseMessage], recorded: frozenset[str],
     ``newest``): it holds that newest message, and every message before it is among the
     recorded ones. A run's own next state does (it grows at its end and trims only its
     start). An overlapping run's state of the same thread may share its input and differ
-    after it: anchoring on the shared input would call the other run's stored answer
-    new, and a message before it that was never recorded, stored."""
+    after it. Anchoring there would take a stored answer for new, or take a message
+    before the anchor that was never recorded for stored."""
     for index in range(len(state) - 1, -1, -1):
         if newest is not None and state[index].id == newest:
             return all(m.id in recorded for m in state[:index])
