@@ -246,14 +246,52 @@ def apply_sqlite_pragmas(engine: Engine, synchronous: str, *, wal: bool = True) 
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        pragmas = ["journal_mode=WAL"] if wal else []
+        # The busy timeout first: the pragmas after it wait for a lock another
+        # connection holds (a keep starting on the same new file) instead of failing.
+        pragmas = [f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}"]
+        pragmas += ["journal_mode=WAL"] if wal else []
         # secure_delete: freed cells and pages are zeroed, so a deleted or overwritten
         # row leaves no bytes in the file (issue 36; its cost is in bench/erase.py).
-        pragmas += [f"synchronous={synchronous}", f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
-                    "foreign_keys=ON", "secure_delete=ON"]
+        pragmas += [f"synchronous={synchronous}", "foreign_keys=ON", "secure_delete=ON"]
         for pragma in pragmas:
-            cursor.execute(f"PRAGMA {pragma}")
+            if pragma == "journal_mode=WAL":
+                _set_wal(cursor)
+            else:
+                cursor.execute(f"PRAGMA {pragma}")
         cursor.close()
+
+
+def _set_wal(cursor: Any) -> None:
+    """``PRAGMA journal_mode=WAL``, waiting (up to the busy timeout) while another
+    connection holds the lock: SQLite answers a change of journal mode "database is
+    locked" at once, without its busy handler, so two keeps opening one new file at the
+    same moment failed. The wait yields to the event loop under the async API (the
+    other keep's work may need that loop to finish)."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    pause = 0.002
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except Exception as exc:  # the driver's OperationalError, sqlite3's or the adapter's
+            if "database is locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        _pause(pause)
+        pause = min(pause * 2, 0.1)
+
+
+def _pause(seconds: float) -> None:
+    """Sleep: on the event loop (awaited) inside the async bridge, else in this thread."""
+    from sqlalchemy.util.concurrency import in_greenlet
+
+    if in_greenlet():
+        import asyncio
+
+        from sqlalchemy.util import await_only
+
+        await_only(asyncio.sleep(seconds))
+    else:
+        time.sleep(seconds)
 
 
 class QueuedWriter(sqlite3.Connection):
