@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from chatkeep import Chatkeep, Ref
 from chatkeep.messages import MessageDraft, Role
-from chatkeep.store.repository import MARKS_PER_QUERY
+from chatkeep.store.procedures import MARKS_PER_QUERY
 
 ORG = Ref("organization", 1)
 

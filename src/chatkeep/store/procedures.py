@@ -7,7 +7,7 @@ the driver is the transport's business; what they mean is decided here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NoReturn
 
@@ -322,13 +322,9 @@ def append_unmarked(transport: Transport, session_id: str, key: str, batch: Batc
         with transport.transaction() as ex:
             if not ex.rows(LOCK_METADATA, {"b_session_id": session_id}):
                 raise SessionNotFound(f"no session {session_id!r}")
-            marks = list(dict.fromkeys(str(d.metadata[key]) for d, _, _ in batch
-                                       if d.metadata.get(key) is not None))
-            held: set[str] = set()
-            for start in range(0, len(marks), MARKS_PER_QUERY):
-                held.update(r[0] for r in ex.rows(marks_held(transport.dialect, key), {
-                    "b_session_id": session_id,
-                    "b_marks": marks[start:start + MARKS_PER_QUERY]}))
+            held = marks_in_session(ex, transport.dialect, session_id, key,
+                                    [str(d.metadata[key]) for d, _, _ in batch
+                                     if d.metadata.get(key) is not None])
             fresh = []
             for item in batch:
                 mark = item[0].metadata.get(key)
@@ -344,24 +340,34 @@ def append_unmarked(transport: Transport, session_id: str, key: str, batch: Batc
         raise append_error(exc, batch) from None
 
 
-def calls_taken(ex: Executor, session_id: str, call_ids: Sequence[str]) -> set[str]:
-    """Which of ``call_ids`` the session's tool calls already use."""
-    wanted = list(dict.fromkeys(call_ids))
+def _found(ex: Executor, statement: Any, params: Mapping[str, Any], name: str,
+           values: Iterable[str]) -> set[str]:
+    """Which of ``values`` ``statement`` finds (its first column), asked with the values
+    bound to ``name`` in lists of :data:`MARKS_PER_QUERY`, beside ``params``."""
+    wanted = list(dict.fromkeys(values))
     found: set[str] = set()
     for start in range(0, len(wanted), MARKS_PER_QUERY):
-        found.update(r[0] for r in ex.rows(CALLS_TAKEN, {
-            "b_session_id": session_id, "b_call_ids": wanted[start:start + MARKS_PER_QUERY]}))
+        found.update(r[0] for r in ex.rows(statement, {
+            **params, name: wanted[start:start + MARKS_PER_QUERY]}))
     return found
+
+
+def marks_in_session(ex: Executor, dialect: str, session_id: str, key: str,
+                     marks: Iterable[str]) -> set[str]:
+    """Which of ``marks`` (ids under metadata ``key``) the session's messages carry,
+    retracted ones included: for the indexed key a probe of its index per id."""
+    return _found(ex, marks_held(dialect, key), {"b_session_id": session_id}, "b_marks",
+                  marks)
+
+
+def calls_taken(ex: Executor, session_id: str, call_ids: Sequence[str]) -> set[str]:
+    """Which of ``call_ids`` the session's tool calls already use."""
+    return _found(ex, CALLS_TAKEN, {"b_session_id": session_id}, "b_call_ids", call_ids)
 
 
 def marks_in_other_sessions(ex: Executor, session_id: str, session_key: str, key: str,
                             marks: Sequence[str]) -> set[str]:
     """Which of ``marks`` (ids under metadata ``key``) messages of another session named
     ``session_key`` carry: another tenant's session of the same key."""
-    wanted = list(dict.fromkeys(marks))
-    found: set[str] = set()
-    for start in range(0, len(wanted), MARKS_PER_QUERY):
-        found.update(r[0] for r in ex.rows(marks_elsewhere(key), {
-            "b_session_id": session_id, "b_key": session_key,
-            "b_marks": wanted[start:start + MARKS_PER_QUERY]}))
-    return found
+    return _found(ex, marks_elsewhere(key), {"b_session_id": session_id, "b_key": session_key},
+                  "b_marks", marks)

@@ -68,14 +68,9 @@ from chatkeep.store.statements import (
     RENEW_FOLD,
     SESSION_BY_ID,
     SESSION_BY_KEY,
-    mark_value,
 )
 
 __all__ = ["BilledUsage", "Repository", "SessionRow", "UsageLine", "as_utc", "utcnow"]
-
-#: Values one ``stored_marks`` query asks about (well under every backend's parameter cap).
-MARKS_PER_QUERY = 500
-
 
 class Repository:
     """SQL for sessions, messages, tool calls and usage. Thread-safe; share one per process."""
@@ -307,15 +302,9 @@ class Repository:
         """Which of ``values`` the session's messages carry under metadata ``key`` (an id
         an integration recorded them by), retracted ones included: only those values come
         back, so the cost follows the session's rows in the database, not in Python."""
-        wanted = list(dict.fromkeys(values))
-        found: set[str] = set()
-        mark = mark_value(self.engine.dialect.name, key)
         with self.reading() as conn:
-            for start in range(0, len(wanted), MARKS_PER_QUERY):
-                chunk = wanted[start:start + MARKS_PER_QUERY]
-                found.update(conn.execute(select(mark).where(
-                    chat_messages.c.session_id == session_id, mark.in_(chunk))).scalars())
-        return found
+            return procedures.marks_in_session(CoreExecutor(conn), self.engine.dialect.name,
+                                               session_id, key, values)
 
     def append_unmarked(self, session_id: str, key: str, batch: Batch) -> list[Message]:
         """Append the messages of ``batch`` whose metadata ``key`` the session does not
