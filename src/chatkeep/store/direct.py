@@ -26,7 +26,7 @@ from sqlalchemy.util import await_only
 
 from chatkeep.errors import ChatkeepError, StoreError
 from chatkeep.store.connections import autocommits, driver_error, ensure_started, store_error
-from chatkeep.store.engine import configured_sqlite_level
+from chatkeep.store.engine import SQLITE_LEVELS, configured_sqlite_level
 from chatkeep.store.executor import CoreTransport, Executor, Row, Transport
 
 P = ParamSpec("P")
@@ -336,10 +336,6 @@ def _within(db: _DriverExecutor, begin: str | None) -> Iterator[_DriverExecutor]
         raise
 
 
-#: What ``synchronous`` SQLite's ``PRAGMA synchronous`` reports for NORMAL.
-_SQLITE_NORMAL = 1
-
-
 @contextmanager
 def _unsynced(db: _DriverExecutor, dialect: str, begin: str,
               level: int | None = None) -> Iterator[_DriverExecutor]:
@@ -359,7 +355,7 @@ def _unsynced(db: _DriverExecutor, dialect: str, begin: str,
         return
     if level is None:
         level = int(db.fetch("PRAGMA synchronous", ())[0][0])
-    if level <= _SQLITE_NORMAL:
+    if level <= SQLITE_LEVELS["NORMAL"]:
         with _within(db, begin):
             yield db
         return

@@ -223,7 +223,7 @@ def make_engine(url: str | URL, *, sqlite_synchronous: str = "FULL",
     return engine
 
 
-_LEVELS = {"OFF": 0, "NORMAL": 1, "FULL": 2, "EXTRA": 3}
+SQLITE_LEVELS = {"OFF": 0, "NORMAL": 1, "FULL": 2, "EXTRA": 3}
 """``PRAGMA synchronous`` as SQLite reports it, per name."""
 _CONFIGURED: weakref.WeakKeyDictionary[Engine, int] = weakref.WeakKeyDictionary()
 
@@ -240,24 +240,21 @@ def apply_sqlite_pragmas(engine: Engine, synchronous: str, *, wal: bool = True) 
     """Every new SQLite connection of ``engine`` (sync, or an async engine's
     ``sync_engine``) gets chatkeep's settings: WAL, ``synchronous``, the busy timeout,
     foreign keys, ``secure_delete``, and no implicit BEGIN (chatkeep issues its own)."""
-    _CONFIGURED[engine] = _LEVELS[synchronous]
+    _CONFIGURED[engine] = SQLITE_LEVELS[synchronous]
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        # The busy timeout first: the pragmas after it wait for a lock another
-        # connection holds (a keep starting on the same new file) instead of failing.
-        pragmas = [f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}"]
-        pragmas += ["journal_mode=WAL"] if wal else []
+        # The busy timeout first: what follows waits for a lock another connection
+        # holds (a keep starting on the same new file) instead of failing.
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        if wal:
+            _set_wal(cursor)
         # secure_delete: freed cells and pages are zeroed, so a deleted or overwritten
         # row leaves no bytes in the file (issue 36; its cost is in bench/erase.py).
-        pragmas += [f"synchronous={synchronous}", "foreign_keys=ON", "secure_delete=ON"]
-        for pragma in pragmas:
-            if pragma == "journal_mode=WAL":
-                _set_wal(cursor)
-            else:
-                cursor.execute(f"PRAGMA {pragma}")
+        for pragma in (f"synchronous={synchronous}", "foreign_keys=ON", "secure_delete=ON"):
+            cursor.execute(f"PRAGMA {pragma}")
         cursor.close()
 
 
