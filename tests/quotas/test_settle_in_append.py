@@ -10,21 +10,15 @@ from typing import Any
 import pytest
 
 from chatkeep import Chatkeep, Ref, SessionClosed
+from support.completions import chat_answer
 
 ORG = Ref("organization", 1)
 pytestmark = pytest.mark.sync_api  # the quota store's own settle is replaced below
 
 
-def answer(text: str = "Tomorrow.", *, calls: bool = False) -> dict[str, Any]:
+def answer(*, calls: bool = False) -> dict[str, Any]:
     """A Chat Completions answer with its usage (48 tokens), as the SDK returns it."""
-    message: dict[str, Any] = {"role": "assistant", "content": text}
-    if calls:
-        message["tool_calls"] = [{"id": "call_1", "type": "function",
-                                  "function": {"name": "track", "arguments": "{}"}}]
-    return {"id": "c1", "object": "chat.completion", "created": 0, "model": "m",
-            "choices": [{"index": 0, "message": message,
-                         "finish_reason": "tool_calls" if calls else "stop"}],
-            "usage": {"prompt_tokens": 40, "completion_tokens": 8, "total_tokens": 48}}
+    return chat_answer(call_id="call_1" if calls else None)
 
 
 def spent_reserved(keep: Chatkeep) -> tuple[int, int]:

@@ -13,21 +13,11 @@ import psycopg._queries as queries
 import pytest
 
 from chatkeep import Chatkeep, Ref
+from support.completions import chat_answer
 
 pytestmark = pytest.mark.postgres
 
 ORG, QUOTA_ORG = Ref("organization", 1), Ref("organization", 2)
-
-
-def completion(n: int, tool: bool = False) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": None if tool else f"Answer {n}."}
-    if tool:
-        message["tool_calls"] = [{"id": f"call_{n}", "type": "function", "function": {
-            "name": "lookup", "arguments": '{"order": 7}'}}]
-    return {"id": f"c{n}", "object": "chat.completion", "created": 0, "model": "m",
-            "choices": [{"index": 0, "finish_reason": "tool_calls" if tool else "stop",
-                         "message": message}],
-            "usage": {"prompt_tokens": 40, "completion_tokens": 8, "total_tokens": 48}}
 
 
 def test_no_statement_of_a_turn_is_parsed_on_every_call(
@@ -50,12 +40,16 @@ def test_no_statement_of_a_turn_is_parsed_on_every_call(
             for n in range(24):
                 session.add_user(f"Question {n}: where is my parcel, and when does it arrive?")
                 keep.compressor.build_history(session, "Be brief.", max_output_tokens=budget)
-                session.add_assistant_response(completion(n, tool=n % 3 == 0))
-                if n % 3 == 0:
+                tool = n % 3 == 0
+                session.add_assistant_response(
+                    chat_answer(None, call_id=f"call_{n}", answer_id=f"c{n}") if tool
+                    else chat_answer(f"Answer {n}.", answer_id=f"c{n}"))
+                if tool:
                     session.add_tool_result(f"call_{n}", "shipped on Monday")
                     keep.compressor.build_history(session, "Be brief.",
                                                   max_output_tokens=budget)
-                    session.add_assistant_response(completion(100 + n))
+                    session.add_assistant_response(chat_answer(f"Answer {n}.",
+                                                                answer_id=f"c{100 + n}"))
             assert session.summary_watermark > 0  # the turns folded
     longest = max((len(q) for q in uncached), default=0)
     assert not uncached, (len(uncached), longest, uncached[0][:200])
