@@ -37,18 +37,11 @@ from sqlalchemy import event
 
 import _suite  # noqa: F401  (tests/support on the path)
 from chatkeep import Chatkeep, Ref
+from support.completions import chat_answer
 from support.postgres import scratch_schema
 
 PLAIN, QUOTA = Ref("org", "plain"), Ref("org", "quota")
 MAX_OUTPUT = 200
-
-
-def completion(n: int) -> dict[str, Any]:
-    """A Chat Completions answer with its usage, as the SDK returns it (as a dict)."""
-    return {"id": f"c{n}", "object": "chat.completion", "created": 0, "model": "m",
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": f"Answer {n}."}}],
-            "usage": {"prompt_tokens": 40, "completion_tokens": 8, "total_tokens": 48}}
 
 
 def turn(keep: Chatkeep, session: Any, n: int, quota: bool) -> None:
@@ -57,7 +50,7 @@ def turn(keep: Chatkeep, session: Any, n: int, quota: bool) -> None:
         keep.compressor.build_history(session, "Be brief.", max_output_tokens=MAX_OUTPUT)
     else:
         keep.compressor.build_history(session, "Be brief.")
-    session.add_assistant_response(completion(n))
+    session.add_assistant_response(chat_answer(f"Answer {n}.", answer_id=f"c{n}"))
 
 
 def statements_per_turn(keep: Chatkeep, quota: bool, turns: int = 20) -> float:
