@@ -441,17 +441,18 @@ itself left out, so the ratio is chatkeep's own overhead at its largest): `add_u
 turn passes `max_output_tokens` on a tenant with a quota, so its history is reserved
 before it is returned and settled by the answer (inside the answer's append: no commit of
 its own); the peer is the same turn on a tenant without a quota and without
-`max_output_tokens`. The two take turns in pairs of blocks (each block on a new session,
-the pair's order alternating); the ratio is the median over the pairs, the ratio of the
-totals beside it. On a SQLite file at the default `synchronous=FULL`, at `NORMAL` beside
+`max_output_tokens`. They run in blocks, each a new session of each kind whose turns
+alternate one by one (the kind going first alternating too), so the machine's load at any
+moment hits both; the ratio is the median over the blocks, the ratio of the totals beside
+it. On a SQLite file at the default `synchronous=FULL`, at `NORMAL` beside
 it (no target: the reservation without its sync to disk), and on PostgreSQL (in a fresh
 schema: the shared test server runs without autovacuum). The statements a reservation
 adds are counted in a separate pass. Targets: at most `1.10x`
 the time per turn on PostgreSQL, `1.15x` on SQLite. The reservation adds no commit: it
-is written in the transaction that records the request's replay manifest, whose commit
-does not wait for the disk, so what it adds is its own statements and the pages they
-write.""",
-        full=("--turns", "1200", "--postgres", "{pg}"),
+is written with the request's replay manifest, whose commit does not wait for the disk
+(on PostgreSQL in the manifest's one statement, so it adds no round trip either), so what
+it adds is its own work and the pages it writes.""",
+        full=("--turns", "2400", "--postgres", "{pg}"),
         quick=("--turns", "200", "--postgres", "{pg}"), services=("{pg}",)),
     Bench(
         "cli_startup", "CLI start-up: the read commands",

@@ -1,14 +1,18 @@
 """The reservation ``build_history(max_output_tokens=N)`` holds is written in the
-transaction that records the request's replay manifest (issue 33's cost target): never
-on its own, and a refused one leaves no manifest behind (nothing was let leave)."""
+transaction that records the request's replay manifest (issue 33's cost target; on
+PostgreSQL in its one statement): never on its own, and a refused one leaves no manifest
+and no text behind (nothing was let leave)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from sqlalchemy import event, func, select
 
 from chatkeep import Chatkeep, QuotaExceeded, Ref
+from chatkeep.store.schema import chat_replay_texts
 
 ORG = Ref("organization", 1)
 pytestmark = pytest.mark.sync_api  # the quota store's own reserve is replaced below
@@ -34,16 +38,47 @@ def test_the_reservation_rides_in_the_manifests_transaction(
     assert keep.replay(session, turn=-1).match  # the manifest of this very request
 
 
+def test_on_postgresql_the_manifest_texts_and_reservation_are_one_statement(
+        keep: Chatkeep) -> None:
+    if keep.engine.dialect.name != "postgresql":
+        pytest.skip("SQLite writes them in one transaction of several statements")
+    keep.quotas.set(ORG, tokens=10_000)
+    session = keep.sessions.create(ORG)
+    session.add_user("When does my parcel arrive?")
+    sent: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        sent.append(statement)
+
+    event.listen(keep.engine, "before_cursor_execute", seen)
+    try:
+        history = keep.compressor.build_history(session, "Be brief.", max_output_tokens=200)
+    finally:
+        event.remove(keep.engine, "before_cursor_execute", seen)
+    writes = [s for s in sent if "chat_replay_manifests" in s or "chat_reservations" in s]
+    assert len(writes) == 1 and all(name in writes[0] for name in (
+        "chat_replay_texts", "chat_replay_manifests", "chat_reservations", "synchronous_commit"))
+    assert history.info.reservation is not None and keep.replay(session, turn=-1).match
+
+
+def texts_of(keep: Chatkeep, session_id: str) -> int:
+    with keep.engine.connect() as conn:
+        return int(conn.execute(select(func.count()).where(
+            chat_replay_texts.c.session_id == session_id)).scalar_one())
+
+
 def test_a_refused_reservation_records_no_manifest(keep: Chatkeep) -> None:
     session = keep.sessions.create(ORG)
     session.add_user("Hello")
     keep.compressor.build_history(session, "Be brief.")  # turn 1, no quota yet
     keep.quotas.set(ORG, tokens=10)
     session.add_user("And again")
+    texts = texts_of(keep, session.id)
     with pytest.raises(QuotaExceeded):
-        keep.compressor.build_history(session, "Be brief.", max_output_tokens=50)
+        keep.compressor.build_history(session, "A prompt never sent.", max_output_tokens=50)
     assert keep.quotas.get(ORG).reserved == 0  # type: ignore[union-attr]
     assert keep.replay(session, turn=-1).turn == 1  # the refused request left no turn
+    assert texts_of(keep, session.id) == texts  # nor its new system prompt's text
     keep.quotas.set(ORG, tokens=10_000)
     history = keep.compressor.build_history(session, "Be brief.", max_output_tokens=50)
     assert keep.replay(session, turn=-1).turn == 2 and history.info.reservation is not None
@@ -62,3 +97,18 @@ def test_an_actor_quota_is_held_with_the_tenants(keep: Chatkeep) -> None:
     with pytest.raises(QuotaExceeded):
         keep.compressor.build_history(session, "Be brief.", max_output_tokens=990)
     assert keep.quotas.get(ORG, actor=actor).reserved == tokens  # type: ignore[union-attr]
+
+
+def test_the_config_default_quota_is_held_with_the_manifest(
+        make_keep: Callable[..., Chatkeep]) -> None:
+    keep = make_keep(config={"quotas": {"default_tokens": 400, "default_window": "day"}})
+    session = keep.sessions.create(ORG)
+    session.add_user("Hello")
+    history = keep.compressor.build_history(session, "Be brief.", max_output_tokens=100)
+    quota = keep.quotas.get(ORG)
+    assert history.info.reservation is not None
+    assert quota is not None and not quota.default  # stored for the tenant now
+    assert quota.tokens == 400 and quota.reserved == history.info.tokens + 100
+    with pytest.raises(QuotaExceeded):
+        keep.compressor.build_history(session, "Be brief.", max_output_tokens=390)
+    assert keep.replay(session, turn=-1).turn == 1

@@ -75,12 +75,9 @@ def test_build_history_reads_row_and_tail_on_one_connection_in_autocommit(
     seen = watch(keep)
     history = keep.compressor.build_history(session, "You help.")
     # The reads: the row and the tail, in autocommit on one connection. Then the request's
-    # replay manifest and the text it names for the first time (the system prompt), in one
-    # transaction of their own (issue 34), whose commit does not wait for the WAL flush
-    # (SET LOCAL synchronous_commit: a statement here, where listeners get Core; the driver
-    # sends it with the BEGIN).
-    assert seen == [("SELECT", True), ("SELECT", True), ("SET", False), ("INSERT", False),
-                    ("INSERT", False)]
+    # replay manifest and the texts it names (issue 34), one statement in autocommit too,
+    # whose commit does not wait for the WAL flush (set_config, local to it).
+    assert seen == [("SELECT", True), ("SELECT", True), ("WITH", True)]
     assert [m["content"] for m in history[1:]] == ["Answer in French.", "hello"]
     empty = keep.sessions.create(Ref("organization", 7))
     assert [m["role"] for m in keep.compressor.build_history(empty, "You help.")] == [

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from sqlalchemy import event, text
 from chatkeep import Chatkeep, Ref
 from chatkeep.store import direct
 from chatkeep.store.executor import CoreTransport, Executor
+from chatkeep.store.quotas import Boarding
 
 ORG = Ref("organization", 31)
 
@@ -31,27 +34,38 @@ def setting(ex: Executor, dialect: str) -> str:
 
 @pytest.mark.sync_api
 def test_the_manifest_and_its_reservation_commit_unsynced_and_nothing_else_does(
-        keep: Chatkeep) -> None:
+        keep: Chatkeep, monkeypatch: pytest.MonkeyPatch) -> None:
     repository = keep.repository
-    dialect = repository._transport.dialect
+    transport = repository._transport
+    dialect = transport.dialect
     keep.quotas.set(ORG, tokens=10_000)
     session = keep.sessions.create(ORG)
     session.add_user("Where is my parcel?")
     seen: list[str] = []
-    real = repository.record_manifest
+    if dialect == "postgresql":
+        # One statement in autocommit writes both; run here inside a transaction of the
+        # test's, it shows what it set for its own transaction (set_config, local).
+        @contextmanager
+        def observed() -> Iterator[Executor]:
+            with transport.transaction() as ex:
+                yield ex
+                seen.append(setting(ex, dialect))
 
-    def recording(*args: Any, also: Any = None, **kwargs: Any) -> int:
-        def spy(ex: Executor) -> None:
+        monkeypatch.setattr(transport, "autocommit", observed)
+    else:
+        write = Boarding.write
+
+        def spy(self: Boarding, ex: Executor) -> None:
             seen.append(setting(ex, dialect))
-            if also is not None:
-                also(ex)
-        return real(*args, also=spy, **kwargs)
+            write(self, ex)
 
-    repository.record_manifest = recording  # type: ignore[method-assign]
+        monkeypatch.setattr(Boarding, "write", spy)
     history = keep.compressor.build_history(session, "Be brief.", max_output_tokens=100)
     assert history.info.reservation is not None
+    assert keep.quotas.get(ORG).reserved > 0  # type: ignore[union-attr]
     assert seen == (["off"] if dialect == "postgresql" else ["NORMAL"])
-    with repository._transport.transaction() as ex:  # the next one syncs as configured
+    monkeypatch.undo()
+    with transport.transaction() as ex:  # the next one syncs as configured
         assert setting(ex, dialect) == ("on" if dialect == "postgresql" else "FULL")
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from chatkeep.history.manifest import (
@@ -26,7 +26,7 @@ from chatkeep.history.manifest import (
 
 if TYPE_CHECKING:
     from chatkeep.history.round import HistoryRound, PreparedRound
-    from chatkeep.store.executor import Executor
+    from chatkeep.store.quotas import Boarding
 
 __all__ = ["body_digest", "privacy_digest", "record"]
 
@@ -80,10 +80,10 @@ def _snapshot(compressor: Any) -> str:
 
 
 def record(history_round: HistoryRound, prepared: PreparedRound, digest: str, *,
-           also: Callable[[Executor], object] | None = None) -> int:
+           reservation: Boarding | None = None) -> int:
     """Store the manifest of ``prepared`` (its body's SHA-256 is ``digest``) as the
-    session's next turn; returns the turn. ``also`` writes more in the same transaction
-    (the call's quota reservation); what it raises rolls the manifest back too."""
+    session's next turn; returns the turn. ``reservation``: the call's quota
+    reservation, written with it (a refusal, ``QuotaExceeded``, writes neither)."""
     compressor, session = history_round.compressor, history_round.session
     texts: dict[str, str] = {}
 
@@ -105,7 +105,7 @@ def record(history_round: HistoryRound, prepared: PreparedRound, digest: str, *,
         redacted=vault is not None)
     return history_round._repository.record_manifest(
         session.id, prepared.row.tenant, prepared.last_seq, manifest.encode(), texts,
-        also=also)
+        reservation=reservation)
 
 
 def _memories(recalled: Sequence[Any], named: Any) -> tuple[int | str, ...]:

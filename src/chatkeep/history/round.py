@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from chatkeep.history.compressor import HistoryCompressor, RecalledMemory
     from chatkeep.quotas.reservations import Reservation
     from chatkeep.quotas.service import PendingReservation
-    from chatkeep.store.executor import Executor
 
 log = logging.getLogger("chatkeep.history")
 
@@ -314,15 +313,13 @@ class HistoryRound:
         plan's estimate) when one is asked for; a refused reservation
         (``QuotaExceeded``) leaves neither."""
         pending = self.pending
-
-        def hold(ex: Executor) -> None:
-            assert pending is not None
-            self.held = pending.hold_in(ex, prepared.plan.tokens)
-
         if self.records:
             digest = body_digest(body if isinstance(body, History)
                                  else self._render(prepared, quiet=True))
-            self.turn = record(self, prepared, digest, also=None if pending is None else hold)
+            boarding = None if pending is None else pending.boarding(prepared.plan.tokens)
+            self.turn = record(self, prepared, digest, reservation=boarding)
+            if pending is not None and boarding is not None:
+                self.held = pending.boarded(boarding)
         elif pending is not None:
             self.held = pending.hold(prepared.plan.tokens)
 

@@ -9,8 +9,6 @@ need the database (does the reservation fit?) are one transaction of
 from __future__ import annotations
 
 import builtins
-import dataclasses
-import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,7 +28,7 @@ from chatkeep.quotas.windows import (
 )
 from chatkeep.refs import Ref, require_ref
 from chatkeep.store.executor import Executor
-from chatkeep.store.quotas import Clock, Held, QuotaRow, QuotaStore
+from chatkeep.store.quotas import Boarding, Clock, Held, QuotaRow, QuotaStore
 from chatkeep.store.rows import utcnow
 
 log = logging.getLogger("chatkeep.quotas")
@@ -65,8 +63,8 @@ class Quota:
 @dataclass(frozen=True, slots=True)
 class PendingReservation:
     """A reservation checked but not yet written (:meth:`QuotaService.pending`):
-    :meth:`hold_in` writes it with another write's executor, in that write's
-    transaction, adding the tokens only known then (the request's estimate)."""
+    :meth:`boarding` hands it to another write to carry (the request's manifest),
+    adding the tokens only known then (the request's estimate)."""
 
     service: QuotaService
     tenant: Ref
@@ -75,11 +73,27 @@ class PendingReservation:
     purpose: str
     session_id: str | None
 
+    def boarding(self, more_tokens: int = 0) -> Boarding:
+        """Its terms for another write to carry (the request's manifest), holding
+        ``tokens`` plus ``more_tokens``, its lease starting now; that write raises
+        ``QuotaExceeded`` when a quota cannot hold them, and then writes nothing.
+        :meth:`boarded` is the caller's handle once it is written."""
+        clock, lease_until, default = self.service._terms()
+        return Boarding(self.service.store, self.tenant, self.actor,
+                        self.tokens + check_tokens(more_tokens, "more_tokens"), clock,
+                        lease_until, self.purpose, self.session_id, default)
+
     def hold_in(self, ex: Executor, more_tokens: int = 0) -> Reservation:
-        """Write it with ``ex`` (inside its transaction), holding ``tokens`` plus
-        ``more_tokens``, its lease starting now: ``QuotaExceeded`` when a quota cannot
-        hold them, which rolls the whole transaction back (nothing of it is written)."""
-        return self._write(more_tokens, functools.partial(self.service.store.reserve_in, ex))
+        """Write it with ``ex``, inside that write's transaction, holding ``tokens`` plus
+        ``more_tokens``: ``QuotaExceeded`` when a quota cannot hold them, which rolls
+        the whole transaction back (nothing of it is written)."""
+        boarding = self.boarding(more_tokens)
+        boarding.write(ex)
+        return self.boarded(boarding)
+
+    def boarded(self, boarding: Boarding) -> Reservation:
+        """The handle on what ``boarding``'s carrier wrote."""
+        return self.reservation(boarding.held, boarding.tokens)
 
     def hold(self, more_tokens: int = 0) -> Reservation:
         """Write it in a transaction of its own (one statement in autocommit on
@@ -92,12 +106,12 @@ class PendingReservation:
         clock, lease_until, default = self.service._terms()
         held = reserve(self.tenant, self.actor, tokens, clock, lease_until=lease_until,
                        purpose=self.purpose, session_id=self.session_id, default=default)
-        return dataclasses.replace(self, tokens=tokens).reservation(held)
+        return self.reservation(held, tokens)
 
-    def reservation(self, held: Held | None) -> Reservation:
-        """The caller's handle on what was written (``held``; ``None``: no quota
-        applied, nothing written)."""
-        return Reservation(None if held is None else held.id, self.tokens, self.tenant,
+    def reservation(self, held: Held | None, tokens: int) -> Reservation:
+        """The caller's handle on what was written (``held``, of ``tokens``; ``None``:
+        no quota applied, nothing written)."""
+        return Reservation(None if held is None else held.id, tokens, self.tenant,
                            self.actor, purpose=self.purpose, session_id=self.session_id,
                            settler=self.service._settle, clock=self.service._clock)
 
@@ -210,7 +224,7 @@ class QuotaService:
     def pending(self, tenant: Ref, tokens: int, *, actor: Ref | None = None,
                 session_id: str | None = None, purpose: str = "chat") -> PendingReservation:
         """A reservation checked (typed errors now) and ready to be written inside
-        another write's transaction (:meth:`PendingReservation.hold_in`): how
+        another write (:meth:`PendingReservation.boarding`): how
         ``build_history(max_output_tokens=)`` holds the call's tokens in the transaction
         that records the request's manifest, so holding them adds no commit of its own."""
         require_ref(tenant, "tenant")

@@ -27,6 +27,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    BindParameter,
     ColumnElement,
     Engine,
     Select,
@@ -130,12 +131,13 @@ _PG_ROLL_SPENT = "CASE WHEN CAST(:b_now AS BIGINT) >= window_end THEN 0 ELSE spe
 _PG_KEYS = ("tenant_type = :b_tenant_type AND tenant_id = :b_tenant_id "
             "AND scope_key IN (:b_key_a, :b_key_b)")
 _BIG = ("b_now", "b_day_end", "b_month_end", "b_tokens", "b_lease")
-PG_RESERVE = text(f"""
-WITH locked AS (
+PG_RESERVE_CTES = f"""locked AS (
   SELECT scope_key, tokens, {_PG_ROLL_SPENT} AS spent, reserved, window_end
   FROM chat_quotas WHERE {_PG_KEYS} ORDER BY scope_key FOR UPDATE),
 verdict AS (
-  SELECT bool_and(spent + reserved + CAST(:b_tokens AS BIGINT) <= tokens) AS fits
+  SELECT bool_and(spent + reserved + CAST(:b_tokens AS BIGINT) <= tokens) AS fits,
+         max(scope_key) FILTER (WHERE scope_key = :b_key_a) AS key_a,
+         max(scope_key) FILTER (WHERE scope_key = :b_key_b) AS key_b
   FROM locked),
 upd AS (
   UPDATE chat_quotas SET window_end = {_PG_ROLL_END}, spent = {_PG_ROLL_SPENT},
@@ -146,18 +148,26 @@ ins AS (
   INSERT INTO chat_reservations (id, tenant_type, tenant_id, tenant_id_int, key_a, key_b,
                                  tokens, session_id, purpose, lease_until, created_at)
   SELECT :b_id, :b_tenant_type, :b_tenant_id, :b_tenant_int,
-         (SELECT scope_key FROM locked WHERE scope_key = :b_key_a),
-         (SELECT scope_key FROM locked WHERE scope_key = :b_key_b),
+         verdict.key_a, verdict.key_b,
          CAST(:b_tokens AS BIGINT), :b_session_id, :b_purpose, CAST(:b_lease AS BIGINT),
          :b_at
   FROM verdict WHERE verdict.fits
-  RETURNING id)
-SELECT scope_key, tokens, spent, reserved + CAST(:b_tokens AS BIGINT), window_end,
-       (SELECT fits FROM verdict) FROM locked""").bindparams(
-    *(bindparam(name, type_=BigInteger()) for name in _BIG),
-    bindparam("b_at", type_=TS))
-"""The reservation on PostgreSQL; returns the quota rows (``reserved`` as if this call's
-were added) and whether all of them fit (then it was written)."""
+  RETURNING id)"""
+"""The reservation's common table expressions on PostgreSQL: the quota rows locked
+(``locked``), whether all of them fit (``verdict``; NULL when none applies), and, when
+they do, their update and the reservation's row. A statement that writes more beside it
+(the request's manifest) names them after ``WITH`` and selects :data:`PG_RESERVED`."""
+PG_RESERVED = ("scope_key, tokens, spent, reserved + CAST(:b_tokens AS BIGINT), window_end, "
+               "(SELECT fits FROM verdict)")
+"""What a reserving statement returns of each row in ``locked`` (``reserved`` as if this
+call's were added), for :meth:`QuotaStore.verdict`."""
+PG_RESERVE_BINDS: tuple[BindParameter[Any], ...] = (
+    *(bindparam(name, type_=BigInteger()) for name in _BIG), bindparam("b_at", type_=TS))
+"""The typed parameters of :data:`PG_RESERVE_CTES`."""
+PG_RESERVE = text(f"WITH {PG_RESERVE_CTES}\nSELECT {PG_RESERVED} FROM locked").bindparams(
+    *PG_RESERVE_BINDS)
+"""The reservation on PostgreSQL; returns the quota rows and whether all of them fit
+(then it was written)."""
 
 
 def _pg_settle(take: str) -> Any:
@@ -260,6 +270,53 @@ class Clock:
     def params(self) -> dict[str, int]:
         """As bind parameters."""
         return {"b_now": self.now, "b_day_end": self.day_end, "b_month_end": self.month_end}
+
+
+@dataclass(slots=True)
+class Boarding:
+    """A reservation that another write carries: the request's manifest
+    (:func:`chatkeep.store.replay.record_manifest`) writes it in its own transaction
+    (:meth:`write`), or on PostgreSQL in its one statement (:meth:`before`, then
+    :data:`PG_RESERVE_CTES` with :meth:`pg_params`, then :meth:`pg_verdict`), so holding
+    a call's tokens costs no transaction and, on PostgreSQL, no round trip of its own.
+    :attr:`held`: what was written (``None``: no quota applies)."""
+
+    store: QuotaStore
+    tenant: Ref
+    actor: Ref | None
+    tokens: int
+    clock: Clock
+    lease_until: int
+    purpose: str
+    session_id: str | None
+    default: tuple[int, str, int, int] | None
+    """The config's default quota ``(tokens, kind, seconds, window_end)``, if any."""
+    held: Held | None = None
+
+    def write(self, ex: Executor) -> None:
+        """Write it with ``ex``, in the caller's transaction: ``QuotaExceeded`` when a
+        quota cannot hold it (the caller's transaction then rolls back)."""
+        self.held = self.store.reserve_in(
+            ex, self.tenant, self.actor, self.tokens, self.clock,
+            lease_until=self.lease_until, purpose=self.purpose,
+            session_id=self.session_id, default=self.default)
+
+    def before(self, ex: Executor) -> None:
+        """What the carrying statement must find stored (it reads the quota rows as they
+        stood when it began): the config's default quota for a tenant without one."""
+        if self.default is not None:
+            self.store.add_default(ex, self.tenant, self.default)
+
+    def pg_params(self) -> tuple[Held, dict[str, Any]]:
+        """The reservation to write, and its parameters in the carrying statement."""
+        held = Held(time_ordered_id(), self.tokens, self.lease_until)
+        return held, self.store.pg_params(self.tenant, self.actor, held, self.clock,
+                                          purpose=self.purpose, session_id=self.session_id)
+
+    def pg_verdict(self, rows: Sequence[Any], held: Held) -> None:
+        """Take the carrying statement's :data:`PG_RESERVED` rows: ``held`` written, no
+        quota, or ``QuotaExceeded`` (the statement then wrote nothing)."""
+        self.held = self.store.verdict(rows, held, self.tenant, self.actor, self.clock)
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,18 +466,13 @@ class QuotaStore:
         config's ``(tokens, kind, seconds, window_end)`` for a tenant without a quota."""
         dialect = self._transport.dialect
         if default is not None:
-            ex.many(INSERT_DEFAULT[dialect], [self._new_row(tenant, None, *default)])
-        params = {**_keys(tenant, actor), **clock.params(), "b_tokens": tokens}
+            self.add_default(ex, tenant, default)
         held = Held(time_ordered_id(), tokens, lease_until)
         if dialect == "postgresql":
-            rows = ex.rows(PG_RESERVE, {
-                **params, "b_id": held.id, "b_tenant_int": tenant.id_is_int,
-                "b_session_id": session_id, "b_purpose": purpose, "b_lease": lease_until,
-                "b_at": self.clock()})
-            if rows and not rows[0][5]:
-                raise _exceeded(tenant, actor, tokens, rows, clock.now)
-            return held if rows else None
-        rows = ex.rows(RESERVE, params)
+            rows = ex.rows(PG_RESERVE, self.pg_params(tenant, actor, held, clock,
+                                                      purpose=purpose, session_id=session_id))
+            return self.verdict(rows, held, tenant, actor, clock)
+        rows = ex.rows(RESERVE, {**_keys(tenant, actor), **clock.params(), "b_tokens": tokens})
         if not rows:
             return None
         if any(int(r[2]) + int(r[3]) > int(r[1]) for r in rows):
@@ -434,6 +486,32 @@ class QuotaStore:
             "tokens": tokens, "session_id": session_id, "purpose": purpose,
             "lease_until": lease_until, "created_at": self.clock()}])
         return held
+
+    def add_default(self, ex: Executor, tenant: Ref,
+                    default: tuple[int, str, int, int]) -> None:
+        """Store the config's ``default`` quota ``(tokens, kind, seconds, window_end)`` for
+        ``tenant`` unless it has one (a concurrent insert wins)."""
+        ex.many(INSERT_DEFAULT[self._transport.dialect],
+                [self._new_row(tenant, None, *default)])
+
+    def pg_params(self, tenant: Ref, actor: Ref | None, held: Held, clock: Clock, *,
+                  purpose: str, session_id: str | None) -> dict[str, Any]:
+        """The parameters of :data:`PG_RESERVE_CTES` for writing ``held``."""
+        return {**_keys(tenant, actor), **clock.params(), "b_tokens": held.tokens,
+                "b_id": held.id, "b_tenant_int": tenant.id_is_int,
+                "b_session_id": session_id, "b_purpose": purpose,
+                "b_lease": held.lease_until, "b_at": self.clock()}
+
+    @staticmethod
+    def verdict(rows: Sequence[Any], held: Held, tenant: Ref, actor: Ref | None,
+                clock: Clock) -> Held | None:
+        """What a PostgreSQL reservation's rows (:data:`PG_RESERVED`, one per quota row
+        that applies) say: ``held`` was written, ``None`` when no quota applies, or
+        ``QuotaExceeded`` (nothing written)."""
+        rows = [r for r in rows if r[0] is not None]  # a left join's row when none applies
+        if rows and not rows[0][5]:
+            raise _exceeded(tenant, actor, held.tokens, rows, clock.now)
+        return held if rows else None
 
     def settle(self, reservation_id: str, used: int | None, clock: Clock) -> bool:
         """Settle the reservation: ``used`` tokens spent (``None``: its reserved amount;

@@ -1,16 +1,17 @@
 """The replay's SQL: record a built request's manifest, read back what rebuilds it.
 
-A manifest is written in one short transaction with the texts it names (each once per
-session: ``INSERT`` that leaves an existing row alone); its turn is the session's next
-(``MAX(turn) + 1`` in the insert itself; on PostgreSQL two writers of one session that
-meet on the key try again). The reads take only what one past request needs: its
+A manifest is written with the texts it names (each once per session: ``INSERT`` that
+leaves an existing row alone) and the call's quota reservation, all or nothing: on SQLite
+in one short transaction, on PostgreSQL in one statement (one round trip). Its turn is
+the session's next (``MAX(turn) + 1`` in the insert itself; on PostgreSQL two writers of
+one session that meet on the key try again). The reads take only what one past request needs: its
 summary version, the messages of its seq range as they stood then (a message stored or
 retracted after the request was not in it), the texts and memory rows it names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -28,13 +29,15 @@ from sqlalchemy import (
     select,
     text,
 )
+from sqlalchemy.sql.elements import TextClause
 
 from chatkeep.errors import SessionNotFound, StoreError
 from chatkeep.messages import Message
 from chatkeep.refs import Ref
 from chatkeep.store.connections import reading
-from chatkeep.store.executor import Executor, Transport
+from chatkeep.store.executor import Transport
 from chatkeep.store.lazy import dialect_insert
+from chatkeep.store.quotas import PG_RESERVE_BINDS, PG_RESERVE_CTES, PG_RESERVED, Boarding
 from chatkeep.store.rows import (
     SessionRow,
     as_utc,
@@ -125,37 +128,101 @@ def _manifest_statements(dialect: str) -> tuple[Any, Any]:
 _STATEMENTS: dict[str, tuple[Any, Any]] = {}
 
 
+def _pg_record_statement(reserving: bool) -> TextClause:
+    """PostgreSQL's whole :func:`record_manifest` as one statement: its commit unsynced
+    (``set_config`` local to the statement's own transaction), the texts (a row already
+    there left alone) and the manifest taking the session's next turn, and with
+    ``reserving`` the reservation's CTEs (:data:`~chatkeep.store.quotas.PG_RESERVE_CTES`),
+    the texts and the manifest then written only if it fits. Returns the turn (and with
+    ``reserving``, the quota rows first: a row of NULLs when none applies)."""
+    ok = "(SELECT fits FROM verdict) IS NOT FALSE" if reserving else "true"
+    statement = text(f"""
+WITH {PG_RESERVE_CTES + ',' if reserving else ''}
+s AS (SELECT set_config('synchronous_commit', 'off', true) AS off),
+go AS (SELECT {ok} AS ok),
+t AS (INSERT INTO chat_replay_texts (session_id, tenant_type, tenant_id, tenant_id_int,
+                                     digest, body)
+  SELECT :b_m_session_id, :b_m_tenant_type, :b_m_tenant_id, :b_m_tenant_id_int, x.d, x.b
+  FROM go, unnest(CAST(:b_m_digests AS TEXT[]), CAST(:b_m_bodies AS TEXT[])) AS x(d, b)
+  WHERE go.ok ON CONFLICT DO NOTHING),
+m AS (INSERT INTO chat_replay_manifests (session_id, tenant_type, tenant_id, tenant_id_int,
+                                         turn, last_seq, created_at, manifest)
+  SELECT :b_m_session_id, :b_m_tenant_type, :b_m_tenant_id, :b_m_tenant_id_int,
+         COALESCE((SELECT max(turn) FROM chat_replay_manifests
+                   WHERE session_id = :b_m_session_id), 0) + 1,
+         :b_m_last_seq, :b_m_now, :b_m_manifest
+  FROM go WHERE go.ok RETURNING turn)
+SELECT {PG_RESERVED + ',' if reserving else ''} (SELECT turn FROM m), (SELECT off FROM s)
+{'FROM (SELECT 1) AS one LEFT JOIN locked ON true' if reserving else ''}""")
+    typed = [bindparam("b_m_now", type_=_M.created_at.type),
+             bindparam("b_m_tenant_id_int", type_=Boolean()),
+             bindparam("b_m_last_seq", type_=Integer())]
+    return statement.bindparams(*typed, *(PG_RESERVE_BINDS if reserving else ()))
+
+
+PG_RECORD = _pg_record_statement(False)
+PG_RECORD_RESERVING = _pg_record_statement(True)
+
+
 def record_manifest(transport: Transport, session_id: str, tenant: Ref, last_seq: int,
                     manifest: str, texts: Mapping[str, str], now: datetime, *,
-                    also: Callable[[Executor], object] | None = None) -> int:
+                    reservation: Boarding | None = None) -> int:
     """Store a request's manifest as the session's next turn, with the texts it names
-    (kept once per session), in one transaction; returns the turn. ``also`` writes more
-    in that transaction, last (the call's quota reservation: its locks are then held
-    the shortest); what it raises rolls the manifest back too. The commit does not wait
-    for the disk (``transaction(synced=False)``): written before the call leaves,
-    visible to every process and durable against a crash of this one at once, and
-    durable against power loss with the next synced commit (in a turn, the answer's)."""
-    put_texts, put_manifest = _manifest_statements(transport.dialect)
-    owner = {"session_id": session_id, **ref_values("tenant", tenant)}
-    params = {"b_session_id": session_id, "b_tenant_type": owner["tenant_type"],
-              "b_tenant_id": owner["tenant_id"], "b_tenant_id_int": owner["tenant_id_int"],
-              "b_last_seq": last_seq, "b_now": now, "b_manifest": manifest}
+    (kept once per session) and the call's quota ``reservation`` (its locks then held the
+    shortest), all or nothing; returns the turn. A refused reservation
+    (``QuotaExceeded``) writes none of them. The commit does not wait for the disk:
+    written before the call leaves, visible to every process and durable against a crash
+    of this one at once, and durable against power loss with the next synced commit (in
+    a turn, the answer's). On PostgreSQL all of it is one statement in autocommit (one
+    round trip: :func:`_pg_record`); on SQLite one transaction (``synced=False``)."""
+    params = {"b_session_id": session_id, **_owner(tenant), "b_last_seq": last_seq,
+              "b_now": now, "b_manifest": manifest}
     attempt = 0
     while True:
         try:
+            if transport.dialect == "postgresql":
+                return _pg_record(transport, params, texts, reservation)
             with transport.transaction(synced=False) as ex:
+                put_texts, put_manifest = _manifest_statements(transport.dialect)
                 if texts:
-                    ex.many(put_texts, [{**owner, "digest": digest, "body": body}
+                    ex.many(put_texts, [{**_columns(params), "digest": digest, "body": body}
                                         for digest, body in texts.items()])
                 turn = int(ex.rows(put_manifest, params)[0][0])
-                if also is not None:
-                    also(ex)
+                if reservation is not None:
+                    reservation.write(ex)
                 return turn
         except transport.integrity_errors as exc:  # another writer took the turn first
             attempt += 1
             if attempt == _ATTEMPTS:
                 raise StoreError(f"session {session_id}: the request's manifest could not "
                                  f"take a turn number in {_ATTEMPTS} attempts") from exc
+
+
+def _owner(tenant: Ref) -> dict[str, Any]:
+    owner = ref_values("tenant", tenant)
+    return {"b_tenant_type": owner["tenant_type"], "b_tenant_id": owner["tenant_id"],
+            "b_tenant_id_int": owner["tenant_id_int"]}
+
+
+def _columns(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A text row's owner columns, from the manifest's parameters."""
+    return {"session_id": params["b_session_id"], "tenant_type": params["b_tenant_type"],
+            "tenant_id": params["b_tenant_id"], "tenant_id_int": params["b_tenant_id_int"]}
+
+
+def _pg_record(transport: Transport, params: Mapping[str, Any], texts: Mapping[str, str],
+               reservation: Boarding | None) -> int:
+    """PostgreSQL's :func:`record_manifest`: one statement, its own transaction."""
+    values = {f"b_m_{name[2:]}": value for name, value in params.items()}
+    values.update(b_m_digests=list(texts), b_m_bodies=list(texts.values()))
+    with transport.autocommit() as ex:
+        if reservation is None:
+            return int(ex.rows(PG_RECORD, values)[0][0])
+        reservation.before(ex)
+        held, reserving = reservation.pg_params()
+        rows = ex.rows(PG_RECORD_RESERVING, {**values, **reserving})
+    reservation.pg_verdict(rows, held)  # QuotaExceeded: the statement wrote nothing
+    return int(rows[0][6])
 
 
 def read_manifest(engine: Engine, session_id: str, turn: int) -> ManifestRow | None:

@@ -34,9 +34,9 @@ from chatkeep.refs import Ref
 from chatkeep.store import procedures, replay
 from chatkeep.store.connections import reading, retrying_reads, transaction
 from chatkeep.store.direct import driver_transport
-from chatkeep.store.executor import CoreExecutor, CoreTransport, Executor, Transport
+from chatkeep.store.executor import CoreExecutor, CoreTransport, Transport
 from chatkeep.store.procedures import Batch, append_error, usage_values
-from chatkeep.store.quotas import Settlement
+from chatkeep.store.quotas import Boarding, Settlement
 from chatkeep.store.rows import (
     BilledUsage,
     SessionRow,
@@ -451,12 +451,12 @@ class Repository:
 
     def record_manifest(self, session_id: str, tenant: Ref, last_seq: int, manifest: str,
                         texts: Mapping[str, str], *,
-                        also: Callable[[Executor], object] | None = None) -> int:
+                        reservation: Boarding | None = None) -> int:
         """Store a built request's manifest as the session's next turn, with the texts it
-        names (:func:`chatkeep.store.replay.record_manifest`), and what ``also`` writes
-        in the same transaction; returns the turn."""
+        names and the call's ``reservation`` (:func:`chatkeep.store.replay.record_manifest`);
+        returns the turn."""
         return replay.record_manifest(self._transport, session_id, tenant, last_seq,
-                                      manifest, texts, self.clock(), also=also)
+                                      manifest, texts, self.clock(), reservation=reservation)
 
     # -- summary -------------------------------------------------------------------------
 

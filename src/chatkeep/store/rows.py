@@ -6,7 +6,8 @@ Shared by the repository's SQLAlchemy path and the direct driver paths
 
 from __future__ import annotations
 
-import uuid
+import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,11 +33,11 @@ def time_ordered_id() -> str:
     """A time-ordered UUID (version 7 layout): ids sort by creation and index well (a
     new key lands at the index's right edge; for rows deleted soon after, such as a
     quota reservation, the dead entries gather there instead of across the index)."""
-    ms = int(datetime.now(UTC).timestamp() * 1000)
-    rand = uuid.uuid4().int & ((1 << 74) - 1)
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10)) & ((1 << 74) - 1)
     high = (ms << 80) | (0x7 << 76) | ((rand >> 62) << 64)
-    value = high | (0b10 << 62) | (rand & ((1 << 62) - 1))
-    return str(uuid.UUID(int=value))
+    h = f"{high | (0b10 << 62) | (rand & ((1 << 62) - 1)):032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"  # str(uuid.UUID(int=...))
 
 
 @dataclass(frozen=True, slots=True)
