@@ -137,7 +137,8 @@ def main() -> None:
             results.append((name, target, run(url, args.turns, args.block, synchronous)))
     if args.markdown:
         print(f"{args.turns} turns of each kind per store, in blocks of {args.block} "
-              "(each block a new session), interleaved; the model call left out.\n")
+              "(each block a new session of each kind, their turns alternating); the model "
+              "call left out.\n")
         print("| store | plain turns/s | quota turns/s | ratio (median of blocks) | ratio of "
               "totals | target | statements per turn, plain -> quota | added by a "
               "reservation |")

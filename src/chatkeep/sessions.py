@@ -12,7 +12,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar, cast, runtime_checkable
 
 from chatkeep.errors import (
     ChatkeepError,
@@ -330,10 +330,10 @@ class ChatSession:
         metadata = check_metadata(metadata, error=InvalidMessage)
         turn = _reading("a model response", read_response, response)
         held, self._reservation = self._reservation, None
-        if held is None or not isinstance(held, HeldReservation):
+        if held is None or not _is_reservation(held):
             message = self.add_drafts([MessageDraft.from_turn(turn, metadata)])[0]
             if held is not None:  # the reservation build_history held, at the real usage
-                held(turn.usage)
+                cast("Callable[[Usage | None], object]", held)(turn.usage)
             return message
         # Settled at the real usage in the append's own transaction (no commit of its
         # own); if the append fails, settled on its own (a no-op if the append's
@@ -672,6 +672,14 @@ class HeldReservation(Protocol):
     def _settled(self) -> None:
         """The append that ran the settlement committed."""
         ...
+
+
+def _is_reservation(held: object) -> TypeGuard[HeldReservation]:
+    """Whether ``held`` is a :class:`HeldReservation` rather than a callable: its
+    members looked up here (``isinstance`` on the protocol collects them on every call,
+    the costliest step of settling an answer)."""
+    return all(callable(getattr(held, name, None))
+               for name in ("settle", "_settlement", "_settled"))
 
 
 def hold_reservation(session: ChatSession,

@@ -67,3 +67,23 @@ def test_a_reservation_held_without_a_quota_settles_nothing(keep: Chatkeep) -> N
     session.add_assistant_response(answer())
     assert keep.quotas.get(ORG) is None
     assert keep.usage(ORG)[0].total_tokens == 48
+
+
+def test_a_held_callable_is_called_with_the_answers_usage_after_its_append(
+        keep: Chatkeep) -> None:
+    """``hold_reservation`` also takes a plain callable (a reservation held elsewhere):
+    the answer is stored first, then the callable gets its usage."""
+    from chatkeep.sessions import hold_reservation
+
+    session = keep.sessions.create(ORG)
+    session.add_user("When does my parcel arrive?")
+    got: list[Any] = []
+    hold_reservation(session, lambda usage: got.append(
+        (usage, [m.role.value for m in session.refresh().messages])))
+    session.add_assistant_response(answer())
+    assert len(got) == 1
+    usage, roles = got[0]
+    assert (usage.prompt_tokens, usage.completion_tokens) == (40, 8)
+    assert roles == ["user", "assistant"]
+    session.add_assistant_response(answer())  # held once: not called again
+    assert len(got) == 1

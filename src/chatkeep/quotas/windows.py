@@ -9,6 +9,7 @@ and PostgreSQL.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -91,7 +92,14 @@ def day_end(now: int) -> int:
 
 def month_end(now: int) -> int:
     """The first instant (UTC) of the month after ``now``'s."""
-    moment = from_epoch(now)
+    return _month_end(now // 86400)
+
+
+@functools.lru_cache(maxsize=4)
+def _month_end(day: int) -> int:
+    """:func:`month_end` for every instant of UTC day ``day`` (days since the epoch):
+    worked out once per day, not per reservation."""
+    moment = from_epoch(day * 86400)
     year, month = (moment.year + 1, 1) if moment.month == 12 else (moment.year,
                                                                    moment.month + 1)
     return epoch(datetime(year, month, 1, tzinfo=UTC))
