@@ -108,10 +108,12 @@ class PendingReservation:
                        purpose=self.purpose, session_id=self.session_id, default=default)
         return self.reservation(held, tokens)
 
-    def reservation(self, held: Held | None, tokens: int) -> Reservation:
-        """The caller's handle on what was written (``held``, of ``tokens``; ``None``:
-        no quota applied, nothing written)."""
-        return Reservation(None if held is None else held.id, tokens, self.tenant,
+    def reservation(self, held: Held | None, tokens: int | None = None) -> Reservation:
+        """The caller's handle on what was written (``held``, of ``tokens``, this
+        reservation's own when ``None``; ``held`` ``None``: no quota applied, nothing
+        written)."""
+        return Reservation(None if held is None else held.id,
+                           self.tokens if tokens is None else tokens, self.tenant,
                            self.actor, purpose=self.purpose, session_id=self.session_id,
                            settler=self.service._settle, clock=self.service._clock)
 

@@ -4,13 +4,15 @@ A manifest is written with the texts it names (each once per session: ``INSERT``
 leaves an existing row alone) and the call's quota reservation, all or nothing: on SQLite
 in one short transaction, on PostgreSQL in one statement (one round trip). Its turn is
 the session's next (``MAX(turn) + 1`` in the insert itself; on PostgreSQL two writers of
-one session that meet on the key try again). The reads take only what one past request needs: its
-summary version, the messages of its seq range as they stood then (a message stored or
-retracted after the request was not in it), the texts and memory rows it names.
+one session that meet on the key try again). The reads take only what one past request
+needs: its summary version, the messages of its seq range as they stood then (a message
+stored or retracted after the request was not in it), the texts and memory rows it
+names.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -103,29 +105,23 @@ class PastState:
     memories: dict[int, PastMemory]
 
 
-def _manifest_statements(dialect: str) -> tuple[Any, Any]:
-    """The texts' insert (a row already there is left alone) and the manifest's insert
-    taking the session's next turn, for ``dialect``: built once each (a driver compiles a
-    statement object once)."""
-    found = _STATEMENTS.get(dialect)
-    if found is None:
-        texts_dialect = "postgresql" if dialect == "postgresql" else "sqlite"
-        found = _STATEMENTS[dialect] = (
-            dialect_insert(texts_dialect, chat_replay_texts).on_conflict_do_nothing(),
-            insert(chat_replay_manifests).from_select(
-                ["session_id", "tenant_type", "tenant_id", "tenant_id_int", "turn",
-                 "last_seq", "created_at", "manifest"],
-                select(bindparam("b_session_id", type_=String()),
-                       bindparam("b_tenant_type", type_=String()),
-                       bindparam("b_tenant_id", type_=String()),
-                       bindparam("b_tenant_id_int", type_=Boolean()), _NEXT_TURN,
-                       bindparam("b_last_seq", type_=Integer()),
-                       bindparam("b_now", type_=chat_replay_manifests.c.created_at.type),
-                       bindparam("b_manifest", type_=Text()))).returning(_M.turn))
-    return found
-
-
-_STATEMENTS: dict[str, tuple[Any, Any]] = {}
+@functools.cache
+def _sqlite_statements() -> tuple[Any, Any]:
+    """SQLite's texts insert (a row already there is left alone) and manifest insert
+    taking the session's next turn: built once each (a driver compiles a statement
+    object once)."""
+    return (
+        dialect_insert("sqlite", chat_replay_texts).on_conflict_do_nothing(),
+        insert(chat_replay_manifests).from_select(
+            ["session_id", "tenant_type", "tenant_id", "tenant_id_int", "turn",
+             "last_seq", "created_at", "manifest"],
+            select(bindparam("b_session_id", type_=String()),
+                   bindparam("b_tenant_type", type_=String()),
+                   bindparam("b_tenant_id", type_=String()),
+                   bindparam("b_tenant_id_int", type_=Boolean()), _NEXT_TURN,
+                   bindparam("b_last_seq", type_=Integer()),
+                   bindparam("b_now", type_=chat_replay_manifests.c.created_at.type),
+                   bindparam("b_manifest", type_=Text()))).returning(_M.turn))
 
 
 def _pg_record_statement(reserving: bool) -> TextClause:
@@ -183,7 +179,7 @@ def record_manifest(transport: Transport, session_id: str, tenant: Ref, last_seq
             if transport.dialect == "postgresql":
                 return _pg_record(transport, params, texts, reservation)
             with transport.transaction(synced=False) as ex:
-                put_texts, put_manifest = _manifest_statements(transport.dialect)
+                put_texts, put_manifest = _sqlite_statements()
                 if texts:
                     ex.many(put_texts, [{**_columns(params), "digest": digest, "body": body}
                                         for digest, body in texts.items()])
