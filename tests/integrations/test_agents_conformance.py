@@ -107,6 +107,9 @@ DESELECTED: list[tuple[str, str, str]] = [
      "rewrites created_at in SQLAlchemySession's tables and its _session_factory"),
     (_SQLA, "test_pop_item_same_timestamp_returns_latest",
      "rewrites created_at in SQLAlchemySession's agent_messages table"),
+    (_SQLA, "test_backdated_append_remains_the_latest_item",
+     "rewrites created_at in SQLAlchemySession's agent_messages table (through its "
+     "private _messages); test_openai_agents.py checks the same of chatkeep's table"),
     (_SQLA, "test_get_items_orders_by_id_for_ties",
      "checks the ORDER BY of SQLAlchemySession's queries"),
     (_SQLA, "test_engine_property_from_external_engine",
@@ -122,7 +125,7 @@ DESELECTED: list[tuple[str, str, str]] = [
 VERSIONS = ["installed", "newest", "0.22"]
 #: Tests that pass, by version checked so far (every selected one); a version not listed
 #: must pass every selected test, and at least ``MIN_PASSED`` of them.
-EXPECTED_PASSED = {"0.22.3": 77, "0.24.0": 77}
+EXPECTED_PASSED = {"0.22.3": 77, "0.24.0": 77, "0.25.0": 77}
 MIN_PASSED = 60
 PIP_TIMEOUT = 300
 RUN_TIMEOUT = 900

@@ -8,6 +8,7 @@ import asyncio
 import itertools
 import json
 from collections.abc import Awaitable, Coroutine, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import openai
@@ -21,10 +22,12 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
+from sqlalchemy import update
 
 from chatkeep import IncompleteToolTurn, InvalidReference, PrivacyError, Ref, SessionNotFound
 from chatkeep.aio import AsyncChatkeep
 from chatkeep.integrations.openai_agents import ChatkeepSession
+from chatkeep.store.schema import chat_messages
 from chatkeep.testing import AgentModel, FakeOpenAIServer, Reply
 
 set_tracing_disabled(True)  # nothing leaves this machine
@@ -326,6 +329,31 @@ def test_protocol_ordering_limit_pop_clear_as_the_sdk_tests_do(world: World) -> 
             assert await session.get_items() == []
             # as the SDK's own sessions do, the items are gone, not hidden
             assert await (await session.conversation()).read_messages() == []
+
+    run(scenario())
+
+
+def test_a_backdated_newest_item_is_still_the_latest(world: World) -> None:
+    """Order is the order of appends, not of stored times (the SDK's own test of this
+    rewrites its table's created_at; this rewrites chatkeep's)."""
+    items: list[Any] = [{"role": "user", "content": f"turn {n}"} for n in range(1, 4)]
+
+    async def scenario() -> None:
+        async with world.keep() as keep:
+            session = await ChatkeepSession.open(keep, tenant=ORG)
+            for item in items:
+                await session.add_items([item])
+            chat = await session.conversation()
+            newest = max(m.seq for m in await chat.read_messages())
+            async with keep.engine.begin() as conn:  # a later append, clock set back
+                moved = await conn.execute(update(chat_messages).where(
+                    chat_messages.c.session_id == chat.id, chat_messages.c.seq == newest,
+                ).values(created_at=datetime(2000, 1, 1, tzinfo=UTC)))
+            assert moved.rowcount == 1
+            assert await session.get_items() == items
+            assert await session.get_items(limit=1) == items[-1:]
+            assert await session.pop_item() == items[-1]
+            assert await session.get_items() == items[:-1]
 
     run(scenario())
 
