@@ -38,27 +38,30 @@ def test_the_reservation_rides_in_the_manifests_transaction(
     assert keep.replay(session, turn=-1).match  # the manifest of this very request
 
 
+@pytest.mark.postgres
 def test_on_postgresql_the_manifest_texts_and_reservation_are_one_statement(
-        keep: Chatkeep) -> None:
-    if keep.engine.dialect.name != "postgresql":
-        pytest.skip("SQLite writes them in one transaction of several statements")
-    keep.quotas.set(ORG, tokens=10_000)
-    session = keep.sessions.create(ORG)
-    session.add_user("When does my parcel arrive?")
+        pg_schema_url: str) -> None:
+    """(SQLite writes them in one transaction of several statements.)"""
     sent: list[str] = []
 
     def seen(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         sent.append(statement)
 
-    event.listen(keep.engine, "before_cursor_execute", seen)
-    try:
-        history = keep.compressor.build_history(session, "Be brief.", max_output_tokens=200)
-    finally:
-        event.remove(keep.engine, "before_cursor_execute", seen)
-    writes = [s for s in sent if "chat_replay_manifests" in s or "chat_reservations" in s]
-    assert len(writes) == 1 and all(name in writes[0] for name in (
-        "chat_replay_texts", "chat_replay_manifests", "chat_reservations", "synchronous_commit"))
-    assert history.info.reservation is not None and keep.replay(session, turn=-1).match
+    with Chatkeep(pg_schema_url, dispatcher="inline") as keep:
+        keep.quotas.set(ORG, tokens=10_000)
+        session = keep.sessions.create(ORG)
+        session.add_user("When does my parcel arrive?")
+        event.listen(keep.engine, "before_cursor_execute", seen)
+        try:
+            history = keep.compressor.build_history(session, "Be brief.",
+                                                    max_output_tokens=200)
+        finally:
+            event.remove(keep.engine, "before_cursor_execute", seen)
+        writes = [s for s in sent if "chat_replay_manifests" in s or "chat_reservations" in s]
+        assert len(writes) == 1 and all(name in writes[0] for name in (
+            "chat_replay_texts", "chat_replay_manifests", "chat_reservations",
+            "synchronous_commit"))
+        assert history.info.reservation is not None and keep.replay(session, turn=-1).match
 
 
 def texts_of(keep: Chatkeep, session_id: str) -> int:
