@@ -91,22 +91,17 @@ class PendingReservation:
         boarding.write(ex)
         return self.boarded(boarding)
 
-    def boarded(self, boarding: Boarding) -> Reservation:
-        """The handle on what ``boarding``'s carrier wrote."""
-        return self.reservation(boarding.held, boarding.tokens)
-
     def hold(self, more_tokens: int = 0) -> Reservation:
         """Write it in a transaction of its own (one statement in autocommit on
         PostgreSQL), holding ``tokens`` plus ``more_tokens``: ``QuotaExceeded`` when a
         quota cannot hold them (nothing written)."""
-        return self._write(more_tokens, self.service.store.reserve)
+        boarding = self.boarding(more_tokens)
+        self.service.store.reserve(boarding)
+        return self.boarded(boarding)
 
-    def _write(self, more_tokens: int, reserve: Callable[..., Held | None]) -> Reservation:
-        tokens = self.tokens + check_tokens(more_tokens, "more_tokens")
-        clock, lease_until, default = self.service._terms()
-        held = reserve(self.tenant, self.actor, tokens, clock, lease_until=lease_until,
-                       purpose=self.purpose, session_id=self.session_id, default=default)
-        return self.reservation(held, tokens)
+    def boarded(self, boarding: Boarding) -> Reservation:
+        """The handle on what ``boarding``'s carrier wrote."""
+        return self.reservation(boarding.held, boarding.tokens)
 
     def reservation(self, held: Held | None, tokens: int | None = None) -> Reservation:
         """The caller's handle on what was written (``held``, of ``tokens``, this

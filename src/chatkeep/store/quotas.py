@@ -444,17 +444,14 @@ class QuotaStore:
 
     # -- reservations ---------------------------------------------------------------------
 
-    def reserve(self, tenant: Ref, actor: Ref | None, tokens: int, clock: Clock, *,
-                lease_until: int, purpose: str, session_id: str | None,
-                default: tuple[int, str, int, int] | None = None) -> Held | None:
-        """Reserve ``tokens`` on every quota that applies to ``tenant`` (and ``actor``),
-        all or none, in a transaction of its own (:meth:`reserve_in`); on PostgreSQL one
-        statement in autocommit (one round trip)."""
+    def reserve(self, boarding: Boarding) -> None:
+        """Write ``boarding`` on every quota that applies, all or none, in a transaction
+        of its own (:meth:`Boarding.write`); on PostgreSQL one statement in autocommit
+        (one round trip)."""
         opened = self._transport.autocommit() if self._transport.dialect == "postgresql" \
             else self._transport.transaction()
         with opened as ex:
-            return self.reserve_in(ex, tenant, actor, tokens, clock, lease_until=lease_until,
-                                   purpose=purpose, session_id=session_id, default=default)
+            boarding.write(ex)
 
     def reserve_in(self, ex: Executor, tenant: Ref, actor: Ref | None, tokens: int,
                    clock: Clock, *, lease_until: int, purpose: str, session_id: str | None,

@@ -171,8 +171,9 @@ def record_manifest(transport: Transport, session_id: str, tenant: Ref, last_seq
     of this one at once, and durable against power loss with the next synced commit (in
     a turn, the answer's). On PostgreSQL all of it is one statement in autocommit (one
     round trip: :func:`_pg_record`); on SQLite one transaction (``synced=False``)."""
-    params = {"b_session_id": session_id, **_owner(tenant), "b_last_seq": last_seq,
-              "b_now": now, "b_manifest": manifest}
+    owner = {"session_id": session_id, **ref_values("tenant", tenant)}
+    params = {**{f"b_{name}": value for name, value in owner.items()},
+              "b_last_seq": last_seq, "b_now": now, "b_manifest": manifest}
     attempt = 0
     while True:
         try:
@@ -181,7 +182,7 @@ def record_manifest(transport: Transport, session_id: str, tenant: Ref, last_seq
             with transport.transaction(synced=False) as ex:
                 put_texts, put_manifest = _sqlite_statements()
                 if texts:
-                    ex.many(put_texts, [{**_columns(params), "digest": digest, "body": body}
+                    ex.many(put_texts, [{**owner, "digest": digest, "body": body}
                                         for digest, body in texts.items()])
                 turn = int(ex.rows(put_manifest, params)[0][0])
                 if reservation is not None:
@@ -192,18 +193,6 @@ def record_manifest(transport: Transport, session_id: str, tenant: Ref, last_seq
             if attempt == _ATTEMPTS:
                 raise StoreError(f"session {session_id}: the request's manifest could not "
                                  f"take a turn number in {_ATTEMPTS} attempts") from exc
-
-
-def _owner(tenant: Ref) -> dict[str, Any]:
-    owner = ref_values("tenant", tenant)
-    return {"b_tenant_type": owner["tenant_type"], "b_tenant_id": owner["tenant_id"],
-            "b_tenant_id_int": owner["tenant_id_int"]}
-
-
-def _columns(params: Mapping[str, Any]) -> dict[str, Any]:
-    """A text row's owner columns, from the manifest's parameters."""
-    return {"session_id": params["b_session_id"], "tenant_type": params["b_tenant_type"],
-            "tenant_id": params["b_tenant_id"], "tenant_id_int": params["b_tenant_id_int"]}
 
 
 def _pg_record(transport: Transport, params: Mapping[str, Any], texts: Mapping[str, str],
