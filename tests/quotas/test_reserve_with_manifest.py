@@ -9,10 +9,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from sqlalchemy import event, func, select
+from sqlalchemy import func, select
 
 from chatkeep import Chatkeep, QuotaExceeded, Ref
 from chatkeep.store.schema import chat_replay_texts
+from support.statements import captured
 
 ORG = Ref("organization", 1)
 pytestmark = pytest.mark.sync_api  # the quota store's own reserve is replaced below
@@ -42,22 +43,15 @@ def test_the_reservation_rides_in_the_manifests_transaction(
 def test_on_postgresql_the_manifest_texts_and_reservation_are_one_statement(
         pg_schema_url: str) -> None:
     """(SQLite writes them in one transaction of several statements.)"""
-    sent: list[str] = []
-
-    def seen(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        sent.append(statement)
-
     with Chatkeep(pg_schema_url, dispatcher="inline") as keep:
         keep.quotas.set(ORG, tokens=10_000)
         session = keep.sessions.create(ORG)
         session.add_user("When does my parcel arrive?")
-        event.listen(keep.engine, "before_cursor_execute", seen)
-        try:
+        with captured(keep.engine) as sent:
             history = keep.compressor.build_history(session, "Be brief.",
                                                     max_output_tokens=200)
-        finally:
-            event.remove(keep.engine, "before_cursor_execute", seen)
-        writes = [s for s in sent if "chat_replay_manifests" in s or "chat_reservations" in s]
+        writes = [s for s, _ in sent
+                  if "chat_replay_manifests" in s or "chat_reservations" in s]
         assert len(writes) == 1 and all(name in writes[0] for name in (
             "chat_replay_texts", "chat_replay_manifests", "chat_reservations",
             "synchronous_commit"))

@@ -4,18 +4,16 @@ both stores; 0017 steps down to 0016's whole index and up again."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import event
 
 from chatkeep import Chatkeep, Ref
 from chatkeep.messages import MessageDraft, Role
 from chatkeep.sessions import prepare_batch
 from chatkeep.store import make_engine, migrate
 from chatkeep.store.schema import INDEXED_MARK, MARK_INDEX
+from support import statements
 
 ORG = Ref("organization", 1)
 
@@ -51,25 +49,6 @@ def _plan(engine: sa.Engine, sql: str, params: Any) -> str:
         return " | ".join(str(r[0]) for r in rows)
 
 
-@contextlib.contextmanager
-def _captured(engine: sa.Engine, wanted: Callable[[str], bool]
-              ) -> Iterator[list[tuple[str, Any]]]:
-    """The statements (and their parameters) ``engine`` sends inside the block that
-    ``wanted`` picks."""
-    captured: list[tuple[str, Any]] = []
-
-    def grab(_conn: Any, _cursor: Any, statement: str, parameters: Any,
-             _context: Any, _many: bool) -> None:
-        if wanted(statement.upper()):
-            captured.append((statement, parameters))
-
-    event.listen(engine, "before_cursor_execute", grab)
-    try:
-        yield captured
-    finally:
-        event.remove(engine, "before_cursor_execute", grab)
-
-
 def test_the_index_is_partial_and_the_lookup_by_id_probes_it(db_url: str) -> None:
     with Chatkeep(db_url, dispatcher="inline") as keep:
         assert "IS NOT NULL" in _definition(keep.engine)
@@ -77,7 +56,7 @@ def test_the_index_is_partial_and_the_lookup_by_id_probes_it(db_url: str) -> Non
         session.add_drafts([MessageDraft(Role.USER, f"m{i}", metadata={INDEXED_MARK: f"lc-{i}"})
                             for i in range(20)])
         session.add_user("no id")
-        with _captured(keep.engine, lambda sql: "SELECT" in sql) as captured:
+        with statements.captured(keep.engine, lambda sql: "SELECT" in sql) as captured:
             found = keep.repository.stored_marks(session.id, INDEXED_MARK,
                                                  ["lc-3", "lc-19", "lc-99"])
         assert found == {"lc-3", "lc-19"}
@@ -117,8 +96,9 @@ def test_append_unmarked_skips_an_id_held_anywhere_and_its_check_probes_the_inde
         session.add_drafts([MessageDraft(Role.USER, f"m{i}") for i in range(30)])
         drafts = [MessageDraft(Role.USER, "first", metadata={INDEXED_MARK: "lc-0"}),
                   MessageDraft(Role.ASSISTANT, "new", metadata={INDEXED_MARK: "lc-1"})]
-        with _captured(keep.engine,
-                       lambda sql: sql.startswith("SELECT") and " IN " in sql) as captured:
+        probes = statements.captured(
+            keep.engine, lambda sql: sql.startswith("SELECT") and " IN " in sql)
+        with probes as captured:
             appended = keep.repository.append_unmarked(
                 session.id, INDEXED_MARK, prepare_batch(drafts, keep.counter))
         assert [m.metadata[INDEXED_MARK] for m in appended] == ["lc-1"]
