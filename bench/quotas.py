@@ -34,12 +34,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
-
 import _suite  # noqa: F401  (tests/support on the path)
 from chatkeep import Chatkeep, Ref
 from support.completions import chat_answer
 from support.postgres import scratch_schema
+from support.statements import captured
 
 PLAIN, QUOTA = Ref("org", "plain"), Ref("org", "quota")
 MAX_OUTPUT = 200
@@ -56,20 +55,12 @@ def turn(keep: Chatkeep, session: Any, n: int, quota: bool) -> None:
 
 def statements_per_turn(keep: Chatkeep, quota: bool, turns: int = 20) -> float:
     """Statements sent per turn, counted on the engine's events."""
-    count = [0]
-
-    def seen(*_: Any) -> None:
-        count[0] += 1
-
     session = keep.sessions.create(QUOTA if quota else PLAIN)
     turn(keep, session, 0, quota)  # warm
-    event.listen(keep.engine, "before_cursor_execute", seen)
-    try:
+    with captured(keep.engine) as sent:
         for n in range(turns):
             turn(keep, session, n, quota)
-    finally:
-        event.remove(keep.engine, "before_cursor_execute", seen)
-    return count[0] / turns
+    return len(sent) / turns
 
 
 def run(url: str, turns: int, block: int, synchronous: str = "FULL") -> dict[str, float]:
