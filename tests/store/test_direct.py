@@ -137,10 +137,12 @@ def test_the_driver_writes_reads_and_folds_what_core_does(
     fast = write_a_conversation(keep)
     pg = db_url.startswith("postgresql")
     write = driver.write_begin
-    # Each append on the driver (on PostgreSQL a plain one is a single statement).
-    assert opened == [None if pg else write] * 4 + [write, write] + [None if pg else write] * 3
+    # Each append on the driver (on PostgreSQL a plain one is a single statement), then
+    # the session row read again after the retraction (one statement, autocommit).
+    assert opened == [None if pg else write] * 4 + [write, write] + \
+        [None if pg else write] * 3 + [None]
     slow = through(core, lambda: write_a_conversation(keep))
-    assert len(opened) == 9  # the Core transport's appends did not reach the driver
+    assert len(opened) == 10  # the Core transport's appends did not reach the driver
     assert stored(db_url, fast.id) == stored(db_url, slow.id)
 
     def both(session_id: str) -> Any:
@@ -397,3 +399,51 @@ def test_empty_json_is_read_without_the_parser_as_a_fresh_object_each_time() -> 
     assert _bound(processors, [None, None, None]) == [None, None, None]
     assert _bound(processors, ["null", "null", "null"]) == [None, None, "null"]
     assert _bound(processors, ['"{}"', '"null"', "x"]) == ["{}", "null", "x"]
+
+
+def test_list_lookups_and_bounded_reads_answer_on_the_driver_as_through_core(
+        db_url: str, make_keep: Callable[..., Chatkeep],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lookups that take a list of ids (``IN`` over it: compiled for each count of
+    ids, in one statement, or in one read for more than a statement takes) and the reads
+    by seq range find on the driver what they find through Core."""
+    from chatkeep.store.procedures import MARKS_PER_QUERY
+
+    keep = make_keep()
+    repo = repository_of(keep)
+    driver = repo._transport
+    core = CoreTransport(repo.engine)
+    ours = keep.sessions.open("thread-1", ORG)
+    theirs = keep.sessions.open("thread-1", Ref("organization", 8))
+    for i in range(4):
+        ours.add_user(f"ours {i}", metadata={"lc": f"m{i}"})
+    theirs.add_user("theirs", metadata={"lc": "m9"})
+    ours.add_assistant("calling", tool_calls=[{"id": "c1", "function": {"name": "f"}},
+                                              {"id": "c2", "function": {"name": "g"}}])
+    ours.add_tool_result("c1", "r1")
+    ours.retract_last()
+    opened = record_opens(driver, monkeypatch)
+    store = keep.repository  # on the async axis, through the bridge
+
+    def asked(transport: Any, ids: list[str]) -> Any:
+        repo._transport = transport
+        try:
+            return (store.stored_marks(ours.id, "lc", ids), store.calls_taken(ours.id, ids),
+                    store.marks_elsewhere(ours.id, "thread-1", "lc", ids),
+                    [store.read_messages(ours.id, after_seq=a, through_seq=t, limit=n,
+                                        live_only=live)
+                     for a in (0, 2) for t in (None, 5) for n in (None, 2, 0)
+                     for live in (False, True)])
+        finally:
+            repo._transport = driver
+
+    many = [f"x{i}" for i in range(MARKS_PER_QUERY + 2)] + ["m3", "c2", "m9"]
+    for ids in (["m1"], ["m0", "m3", "m9", "c1", "c2", "c3"], many):
+        opened.clear()
+        found = asked(driver, ids)
+        assert found == asked(core, ids)
+        assert opened  # the driver served them
+    assert found[:3] == ({"m3"}, {"c2"}, {"m9"})
+    assert [len(read) for read in found[3][:6]] == [6, 5, 2, 2, 0, 0]  # one retracted
+    with pytest.raises(ChatkeepError):
+        store.read_messages(ours.id, limit=-1)

@@ -310,7 +310,7 @@ class CheckpointStore:
                ) -> list[tuple[str, str, str, str]]:
         """``(session_id, thread_id, ns, checkpoint_id)`` of the tenant's checkpoints (of
         one session), each thread's namespaces in order, newest checkpoint first."""
-        with self._transport.reading() as ex:
+        with self._transport.autocommit() as ex:  # one statement
             if session_id is None:
                 rows = ex.rows(LISTED, {"b_tenant_type": tenant.type,
                                         "b_tenant_id": tenant.id_text})

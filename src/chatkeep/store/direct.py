@@ -77,11 +77,14 @@ def _bound(processors: _Processors, values: Sequence[Any]) -> list[Any]:
 
 class Compiled(NamedTuple):
     """A statement compiled for one driver: its SQL, what turns named values into its
-    parameters, and the result processors of the columns it returns."""
+    parameters, and the result processors of the columns it returns. ``expanding``
+    names the list parameters (``IN`` over a list): such a statement is compiled again
+    for each count of values (:meth:`_Statements.expanded`)."""
 
     sql: str
     params: Callable[[Mapping[str, Any]], Any]
     results: _Processors
+    expanding: tuple[str, ...] = ()
 
 
 def compile_for_driver(statement: Any, dialect: Any,
@@ -91,6 +94,9 @@ def compile_for_driver(statement: Any, dialect: Any,
     as the driver's paramstyle wants. An insert names its ``column_keys``: each must
     then be given (a column default is not filled in here)."""
     compiled = statement.compile(dialect=dialect, column_keys=column_keys)
+    expanding = tuple(name for name, bind in compiled.binds.items() if bind.expanding)
+    if expanding:  # its SQL waits for the lists' lengths
+        return Compiled("", _unexpanded, [], expanding)
     positional = compiled.positiontup is not None
     names = list(compiled.positiontup if positional else compiled.binds)
     if column_keys is not None and not set(names) <= set(column_keys):
@@ -113,6 +119,51 @@ def compile_for_driver(statement: Any, dialect: Any,
                     _results(getattr(statement, "exported_columns", ()), dialect))
 
 
+def _unexpanded(given: Mapping[str, Any]) -> Any:
+    raise StoreError("a statement with list parameters runs as compiled for their lengths")
+
+
+def compile_expanded(statement: Any, dialect: Any, lengths: Mapping[str, int]) -> Compiled:
+    """``statement``, whose list parameters (``expanding``) hold ``lengths`` values each,
+    for ``dialect``'s driver: SQLAlchemy's own expansion (``construct_expanded_state``),
+    one placeholder per value, each value through its list's bind processor."""
+    compiled = statement.compile(dialect=dialect)
+    # A marker per list position, to learn which expanded parameter takes which value.
+    sample: dict[str, Any] = {name: None for name in compiled.binds}
+    slots: dict[str, tuple[str, int]] = {}
+    for name, length in lengths.items():
+        sample[name] = [f"\x00{name}\x00{i}" for i in range(length)]
+    state = compiled.construct_expanded_state(sample)
+    for expanded, value in state.parameters.items():
+        for name, length in lengths.items():
+            if isinstance(value, str) and value.startswith(f"\x00{name}\x00"):
+                slots[expanded] = (name, int(value.rsplit("\x00", 1)[1]))
+                assert slots[expanded][1] < length
+    positional = state.positiontup is not None
+    names = list(state.positiontup if positional else state.parameters)
+    fixed = compiled.params
+    steps = []
+    for name in names:
+        source, index = slots.get(name, (name, -1))
+        process = compiled.binds[source].type.dialect_impl(dialect).bind_processor(dialect)
+        steps.append((source, index, fixed.get(source), process))
+
+    def values(given: Mapping[str, Any]) -> list[Any]:
+        out = []
+        for source, index, default, process in steps:
+            value = given.get(source, default)
+            if index >= 0:
+                value = value[index]
+            out.append(value if process is None else process(value))
+        return out
+
+    def named(given: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(zip(names, values(given), strict=True))
+
+    return Compiled(state.statement, values if positional else named,
+                    _results(getattr(statement, "exported_columns", ()), dialect))
+
+
 class _Statements:
     """The prebuilt statements compiled for one dialect, each on first use (an insert once
     per set of columns given)."""
@@ -121,11 +172,22 @@ class _Statements:
         self.dialect = dialect
         self._compiled: dict[Any, Compiled] = {}
 
-    def get(self, statement: Any) -> Compiled:
+    def get(self, statement: Any, given: Mapping[str, Any]) -> Compiled:
         compiled = self._compiled.get(statement)
         if compiled is None:
             compiled = self._compiled[statement] = compile_for_driver(statement, self.dialect)
-        return compiled
+        return self.expanded(statement, compiled, given) if compiled.expanding else compiled
+
+    def expanded(self, statement: Any, compiled: Compiled,
+                 given: Mapping[str, Any]) -> Compiled:
+        """``statement`` compiled for the lengths of the lists ``given`` holds (once per
+        set of lengths: a list is cut into chunks of a bounded size by its callers)."""
+        lengths = {name: len(given[name]) for name in compiled.expanding}
+        key = (statement, *lengths.values())
+        found = self._compiled.get(key)
+        if found is None:
+            found = self._compiled[key] = compile_expanded(statement, self.dialect, lengths)
+        return found
 
     def insert(self, statement: Any, row: Mapping[str, Any]) -> Compiled:
         key = (statement, *row)
@@ -152,7 +214,7 @@ class _DriverExecutor:
         """A setting of the connection could not be set back: never pool it again."""
 
     def rows(self, statement: Any, params: Mapping[str, Any]) -> Sequence[Row]:
-        compiled = self.statements.get(statement)
+        compiled = self.statements.get(statement, params)
         raws = self.fetch(compiled.sql, compiled.params(params))
         results = compiled.results
         return [_bound(results, raw) for raw in raws] if results else raws

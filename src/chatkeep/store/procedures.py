@@ -21,6 +21,7 @@ from chatkeep.errors import (
     StoreError,
 )
 from chatkeep.messages import Message, MessageDraft, Role
+from chatkeep.refs import Ref
 from chatkeep.store.executor import Executor, Transport
 from chatkeep.store.quotas import (
     PG_APPEND_SETTLE,
@@ -50,12 +51,16 @@ from chatkeep.store.statements import (
     INSERT_TOOL_CALL,
     INSERT_USAGE,
     LOCK_METADATA,
+    MESSAGE_READS,
     PG_APPEND,
     SESSION_BY_ID,
+    SESSION_BY_KEY,
     SESSION_EXISTS,
     SET_METADATA,
     SET_SUMMARY,
+    TENANT_SESSION_BY_ID,
     UNSUMMARIZED,
+    marks_after,
     marks_elsewhere,
     marks_held,
 )
@@ -225,6 +230,51 @@ def load_session(ex: Executor, session_id: str) -> SessionRow:
     return session_from_row(found[0])
 
 
+def read_messages(transport: Transport, session_id: str, after_seq: int,
+                  through_seq: int | None, limit: int | None,
+                  live_only: bool) -> list[Message]:
+    """Messages with ``after_seq < seq <= through_seq`` in order (an index range), at most
+    ``limit``; ``live_only`` leaves retracted ones out. One statement, its own snapshot."""
+    statement = MESSAGE_READS[(live_only, through_seq is not None, limit is not None)]
+    with transport.autocommit() as ex:
+        return [message_from_row(r) for r in ex.rows(statement, {
+            "b_session_id": session_id, "b_after": after_seq, "b_through": through_seq,
+            "b_limit": limit})]
+
+
+def marks_after_seq(transport: Transport, session_id: str, key: str,
+                    after_seq: int) -> set[str]:
+    """The values under metadata ``key`` of the session's messages after ``after_seq``:
+    one statement."""
+    with transport.autocommit() as ex:
+        found = ex.rows(marks_after(key), {"b_session_id": session_id, "b_after": after_seq})
+    return {r[0] for r in found if r[0] is not None}
+
+
+def get_session(transport: Transport, session_id: str, tenant: Ref | None) -> SessionRow:
+    """The session row (with ``tenant``: only if that tenant owns it), or
+    ``SessionNotFound``: one statement."""
+    with transport.autocommit() as ex:
+        if tenant is None:
+            found = ex.rows(SESSION_BY_ID, {"b_session_id": session_id})
+        else:
+            found = ex.rows(TENANT_SESSION_BY_ID, {
+                "b_session_id": session_id, "b_tenant_type": tenant.type,
+                "b_tenant_id": tenant.id_text})
+    if not found:
+        raise SessionNotFound(f"no session {session_id!r}"
+                              + (f" for tenant {tenant}" if tenant else ""))
+    return session_from_row(found[0])
+
+
+def find_session(transport: Transport, tenant: Ref, key: str) -> SessionRow | None:
+    """The tenant's session named ``key``, or ``None``: one statement."""
+    with transport.autocommit() as ex:
+        found = ex.rows(SESSION_BY_KEY, {"b_tenant_type": tenant.type,
+                                         "b_tenant_id": tenant.id_text, "b_key": key})
+    return session_from_row(found[0]) if found else None
+
+
 def read_history(transport: Transport,
                  session_id: str) -> tuple[SessionRow, list[Message], list[Message]]:
     """The session row, then its system messages at or below the summary watermark and
@@ -350,6 +400,17 @@ def _found(ex: Executor, statement: Any, params: Mapping[str, Any], name: str,
         found.update(r[0] for r in ex.rows(statement, {
             **params, name: wanted[start:start + MARKS_PER_QUERY]}))
     return found
+
+
+def looked_up(transport: Transport, lookup: Callable[[Executor, list[str]], set[str]],
+              values: Iterable[str]) -> set[str]:
+    """``lookup(ex, values)`` (which of the values the database holds) over ``transport``:
+    one statement on its own, in autocommit; or, when the values take several statements
+    (:data:`MARKS_PER_QUERY` each), those in one read."""
+    wanted = list(dict.fromkeys(values))
+    opened = transport.reading() if len(wanted) > MARKS_PER_QUERY else transport.autocommit()
+    with opened as ex:
+        return lookup(ex, wanted)
 
 
 def marks_in_session(ex: Executor, dialect: str, session_id: str, key: str,

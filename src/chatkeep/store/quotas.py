@@ -413,13 +413,13 @@ class QuotaStore:
         """The stored quota of ``tenant`` (``actor=None``) or of its ``actor``."""
         params = {**_keys(tenant, None), "b_key_a": actor_key(actor) if actor else
                   TENANT_KEY}
-        with self._transport.reading() as ex:
+        with self._transport.autocommit() as ex:  # one statement
             rows = ex.rows(QUOTAS_OF, params)
         return _row(rows[0]) if rows else None
 
     def quotas(self, tenant: Ref | None) -> list[QuotaRow]:
         """Every stored quota (or ``tenant``'s: its own and its actors'), in key order."""
-        with self._transport.reading() as ex:
+        with self._transport.autocommit() as ex:  # one statement
             if tenant is None:
                 rows = ex.rows(ALL_QUOTAS, {})
             else:
@@ -437,7 +437,7 @@ class QuotaStore:
     def reservations(self, tenant: Ref) -> list[tuple[str, int, str, str | None, int]]:
         """``tenant``'s held reservations: ``(id, tokens, purpose, session_id,
         lease_until)``, the lease ending first."""
-        with self._transport.reading() as ex:
+        with self._transport.autocommit() as ex:  # one statement
             rows = ex.rows(RESERVATIONS_OF, {"b_tenant_type": tenant.type,
                                              "b_tenant_id": tenant.id_text})
         return [(str(r[0]), int(r[1]), str(r[2]), r[3], int(r[4])) for r in rows]
@@ -527,7 +527,7 @@ class QuotaStore:
 
     def expired(self, clock: Clock, limit: int) -> list[str]:
         """Up to ``limit`` ids of reservations whose lease ended."""
-        with self._transport.reading() as ex:
+        with self._transport.autocommit() as ex:  # one statement
             return [str(r[0]) for r in ex.rows(EXPIRED, {"b_now": clock.now,
                                                          "b_limit": limit})]
 

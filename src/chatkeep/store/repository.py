@@ -66,9 +66,8 @@ from chatkeep.store.statements import (
     MESSAGE_COLUMNS,
     RELEASE_FOLD,
     RENEW_FOLD,
-    SESSION_BY_ID,
-    SESSION_BY_KEY,
 )
+from chatkeep.validation import INT32_MAX, check_int
 
 __all__ = ["BilledUsage", "Repository", "SessionRow", "UsageLine", "as_utc", "utcnow"]
 
@@ -136,12 +135,9 @@ class Repository:
 
     @retrying_reads
     def find_session(self, key: str, tenant: Ref) -> SessionRow | None:
-        """The tenant's session named ``key``, or ``None``."""
-        with self.reading() as conn:
-            row = conn.execute(SESSION_BY_KEY, {"b_tenant_type": tenant.type,
-                                                "b_tenant_id": tenant.id_text,
-                                                "b_key": key}).first()
-        return None if row is None else session_from_row(row)
+        """The tenant's session named ``key``, or ``None`` (one statement on the
+        engine's transport: every turn of an integration looks its session up by key)."""
+        return self._transport.run(procedures.find_session, tenant, key)
 
     @retrying_reads
     def session_ids_starting(self, prefix: str, tenant: Ref | None = None, *,
@@ -203,20 +199,9 @@ class Repository:
 
     @retrying_reads
     def get_session(self, session_id: str, tenant: Ref | None = None) -> SessionRow:
-        """Load a session; with ``tenant`` given, another tenant's session is not found."""
-        with self.reading() as conn:
-            return self._load_session(conn, session_id, tenant)
-
-    def _load_session(self, conn: Connection, session_id: str, tenant: Ref | None) -> SessionRow:
-        if tenant is None:  # every turn's read: a prebuilt statement
-            row = conn.execute(SESSION_BY_ID, {"b_session_id": session_id}).first()
-        else:
-            row = conn.execute(SESSION_BY_ID.where(ref_filter(chat_sessions, "tenant", tenant)),
-                               {"b_session_id": session_id}).first()
-        if row is None:
-            raise SessionNotFound(f"no session {session_id!r}"
-                                  + (f" for tenant {tenant}" if tenant else ""))
-        return session_from_row(row)
+        """Load a session; with ``tenant`` given, another tenant's session is not found
+        (one prebuilt statement on the engine's transport)."""
+        return self._transport.run(procedures.get_session, session_id, tenant)
 
     @retrying_reads
     def list_sessions(self, tenant: Ref, *, actor: Ref | None = None,
@@ -273,61 +258,53 @@ class Repository:
                       through_seq: int | None = None, limit: int | None = None,
                       live_only: bool = False) -> list[Message]:
         """Messages with ``after_seq < seq <= through_seq`` in order (index range scan);
-        ``live_only`` leaves retracted ones out."""
-        query = select(*MESSAGE_COLUMNS).where(
-            chat_messages.c.session_id == session_id, chat_messages.c.seq > after_seq)
-        if live_only:
-            query = query.where(LIVE)
+        ``live_only`` leaves retracted ones out. One prebuilt statement on the engine's
+        transport (:func:`procedures.read_messages`)."""
+        check_int(after_seq, "after_seq", minimum=-INT32_MAX)
         if through_seq is not None:
-            query = query.where(chat_messages.c.seq <= through_seq)
-        query = query.order_by(chat_messages.c.seq)
+            check_int(through_seq, "through_seq", minimum=-INT32_MAX)
         if limit is not None:
-            query = query.limit(limit)
-        with self.reading() as conn:
-            return [message_from_row(r) for r in conn.execute(query)]
+            check_int(limit, "limit", minimum=0, maximum=INT32_MAX)
+        return self._transport.run(procedures.read_messages, session_id, after_seq,
+                                   through_seq, limit, live_only)
 
     @retrying_reads
     def marks_after(self, session_id: str, key: str, after_seq: int) -> set[str]:
         """The values under metadata ``key`` of the messages after ``after_seq`` (an index
-        range, only that value read: no message is built)."""
-        mark = chat_messages.c.metadata[key].as_string()
-        with self.reading() as conn:
-            found = conn.execute(select(mark).where(
-                chat_messages.c.session_id == session_id,
-                chat_messages.c.seq > after_seq)).scalars()
-            return {value for value in found if value is not None}
+        range, only that value read: no message is built; one statement)."""
+        return self._transport.run(procedures.marks_after_seq, session_id, key, after_seq)
 
     @retrying_reads
     def stored_marks(self, session_id: str, key: str, values: Iterable[str]) -> set[str]:
         """Which of ``values`` the session's messages carry under metadata ``key`` (an id
         an integration recorded them by), retracted ones included: only those values come
         back, so the cost follows the session's rows in the database, not in Python."""
-        with self.reading() as conn:
-            return procedures.marks_in_session(CoreExecutor(conn), self.engine.dialect.name,
-                                               session_id, key, values)
+        dialect = self.engine.dialect.name
+        return self._transport.run(procedures.looked_up, lambda ex, marks: (
+            procedures.marks_in_session(ex, dialect, session_id, key, marks)), values)
 
     def append_unmarked(self, session_id: str, key: str, batch: Batch) -> list[Message]:
         """Append the messages of ``batch`` whose metadata ``key`` the session does not
         hold yet, in one transaction with the session locked: recording the same
         integration ids twice, even from overlapping runs, stores them once
         (:func:`procedures.append_unmarked`). Returns what was appended."""
-        return procedures.append_unmarked(CoreTransport(self.engine), session_id, key, batch,
-                                          self.clock())
+        return self._transport.run(procedures.append_unmarked, session_id, key, batch,
+                                   self.clock())
 
     @retrying_reads
     def calls_taken(self, session_id: str, call_ids: Iterable[str]) -> set[str]:
         """Which of ``call_ids`` the session's tool calls already use."""
-        with self.reading() as conn:
-            return procedures.calls_taken(CoreExecutor(conn), session_id, list(call_ids))
+        return self._transport.run(procedures.looked_up, lambda ex, ids: (
+            procedures.calls_taken(ex, session_id, ids)), call_ids)
 
     @retrying_reads
     def marks_elsewhere(self, session_id: str, session_key: str, key: str,
                         values: Iterable[str]) -> set[str]:
         """Which of ``values`` messages of another session named ``session_key`` (another
         tenant's: a key is unique per tenant) carry under metadata ``key``."""
-        with self.reading() as conn:
-            return procedures.marks_in_other_sessions(CoreExecutor(conn), session_id,
-                                                      session_key, key, list(values))
+        return self._transport.run(procedures.looked_up, lambda ex, marks: (
+            procedures.marks_in_other_sessions(ex, session_id, session_key, key, marks)),
+            values)
 
     @retrying_reads
     def read_history(self, session_id: str) -> tuple[SessionRow, list[Message],

@@ -54,6 +54,9 @@ LIVE = _M.retracted_at.is_(None)
 # -- the reads every turn makes ----------------------------------------------------------
 
 SESSION_BY_ID = select(chat_sessions).where(_S.id == bindparam("b_session_id"))
+TENANT_SESSION_BY_ID = SESSION_BY_ID.where(_S.tenant_type == bindparam("b_tenant_type"),
+                                          _S.tenant_id == bindparam("b_tenant_id"))
+"""A session by id, only if ``b_tenant_type`` / ``b_tenant_id`` own it."""
 _AFTER_WATERMARK = select(*MESSAGE_COLUMNS).where(
     _M.session_id == bindparam("b_session_id"), _M.seq > bindparam("b_watermark"), LIVE)
 ALL_LIVE = _AFTER_WATERMARK.order_by(_M.seq)
@@ -64,6 +67,26 @@ UNSUMMARIZED = union_all(
         _M.seq <= bindparam("b_watermark"), LIVE),
     _AFTER_WATERMARK).order_by("seq")
 """Pinned system messages at or below the watermark, then every live message after it."""
+
+
+def _message_read(live: bool, through: bool, limited: bool) -> Select[Any]:
+    query = select(*MESSAGE_COLUMNS).where(_M.session_id == bindparam("b_session_id"),
+                                           _M.seq > bindparam("b_after"))
+    if live:
+        query = query.where(LIVE)
+    if through:
+        query = query.where(_M.seq <= bindparam("b_through"))
+    query = query.order_by(_M.seq)
+    return query.limit(bindparam("b_limit", type_=Integer)) if limited else query
+
+
+MESSAGE_READS = {(live, through, limited): _message_read(live, through, limited)
+                 for live in (False, True) for through in (False, True)
+                 for limited in (False, True)}
+"""``Repository.read_messages``' statement for each ``(live_only, through_seq given,
+limit given)``: built once, so the driver transport compiles each once (a query built
+per call would go through SQLAlchemy Core every time, several times the database's own
+work for a short read)."""
 
 # -- writes ------------------------------------------------------------------------------
 
@@ -184,6 +207,14 @@ def marks_held(dialect: str, key: str) -> Select[Any]:
     mark = mark_value(dialect, key)
     return select(mark).where(_M.session_id == bindparam("b_session_id"),
                               mark.in_(bindparam("b_marks", expanding=True)))
+
+
+@functools.cache
+def marks_after(key: str) -> Select[Any]:
+    """The values under metadata ``key`` of a session's messages after ``b_after`` (an
+    index range, only that value read), built once per key."""
+    return select(_M.metadata[key].as_string()).where(
+        _M.session_id == bindparam("b_session_id"), _M.seq > bindparam("b_after"))
 
 
 @functools.cache
