@@ -102,10 +102,22 @@ def compile_for_driver(statement: Any, dialect: Any,
     if column_keys is not None and not set(names) <= set(column_keys):
         raise StoreError(f"no value given for {sorted(set(names) - set(column_keys))} in "
                          f"{str(compiled).split('(')[0].strip()}")
-    fixed = compiled.params
-    steps = [(name, fixed.get(name),
-              compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect))
-             for name in names]
+    return Compiled(str(compiled), _driver_params(compiled, dialect, names, positional),
+                    _results(getattr(statement, "exported_columns", ()), dialect))
+
+
+def _driver_params(compiled: Any, dialect: Any, names: list[str], positional: bool,
+                   source: Mapping[str, str] | None = None,
+                   ) -> Callable[[Mapping[str, Any]], Any]:
+    """What turns named values into the driver's parameters ``names`` (in order), each
+    through the bind processor of its parameter (``source``: an expanded list item's,
+    its list's), as a list or a dict as the driver's paramstyle wants."""
+    fixed, source = compiled.params, source or {}
+    steps = []
+    for name in names:
+        bind = source.get(name, name)
+        steps.append((name, fixed.get(bind),
+                      compiled.binds[bind].type.dialect_impl(dialect).bind_processor(dialect)))
 
     def values(given: Mapping[str, Any]) -> list[Any]:
         get = given.get
@@ -115,8 +127,7 @@ def compile_for_driver(statement: Any, dialect: Any,
     def named(given: Mapping[str, Any]) -> dict[str, Any]:
         return dict(zip(names, values(given), strict=True))
 
-    return Compiled(str(compiled), values if positional else named,
-                    _results(getattr(statement, "exported_columns", ()), dialect))
+    return values if positional else named
 
 
 def _unexpanded(given: Mapping[str, Any]) -> Any:
@@ -128,39 +139,30 @@ def compile_expanded(statement: Any, dialect: Any, lengths: Mapping[str, int]) -
     for ``dialect``'s driver: SQLAlchemy's own expansion (``construct_expanded_state``),
     one placeholder per value, each value through its list's bind processor."""
     compiled = statement.compile(dialect=dialect)
-    # A marker per list position, to learn which expanded parameter takes which value.
+    # A marker per list item, to learn which expanded parameter takes which item.
     sample: dict[str, Any] = {name: None for name in compiled.binds}
-    slots: dict[str, tuple[str, int]] = {}
-    for name, length in lengths.items():
-        sample[name] = [f"\x00{name}\x00{i}" for i in range(length)]
+    sample.update({name: [f"\x00{name}\x00{i}" for i in range(length)]
+                   for name, length in lengths.items()})
     state = compiled.construct_expanded_state(sample)
+    items: dict[str, list[str]] = {name: [""] * length for name, length in lengths.items()}
+    source: dict[str, str] = {}
     for expanded, value in state.parameters.items():
-        for name, length in lengths.items():
-            if isinstance(value, str) and value.startswith(f"\x00{name}\x00"):
-                slots[expanded] = (name, int(value.rsplit("\x00", 1)[1]))
-                assert slots[expanded][1] < length
+        if isinstance(value, str) and value.startswith("\x00"):
+            _, name, index = value.split("\x00")
+            items[name][int(index)] = expanded
+            source[expanded] = name
     positional = state.positiontup is not None
-    names = list(state.positiontup if positional else state.parameters)
-    fixed = compiled.params
-    steps = []
-    for name in names:
-        source, index = slots.get(name, (name, -1))
-        process = compiled.binds[source].type.dialect_impl(dialect).bind_processor(dialect)
-        steps.append((source, index, fixed.get(source), process))
+    flat = _driver_params(compiled, dialect,
+                          list(state.positiontup if positional else state.parameters),
+                          positional, source)
 
-    def values(given: Mapping[str, Any]) -> list[Any]:
-        out = []
-        for source, index, default, process in steps:
-            value = given.get(source, default)
-            if index >= 0:
-                value = value[index]
-            out.append(value if process is None else process(value))
-        return out
+    def params(given: Mapping[str, Any]) -> Any:
+        spread = dict(given)
+        for name, expanded in items.items():
+            spread.update(zip(expanded, given[name], strict=True))
+        return flat(spread)
 
-    def named(given: Mapping[str, Any]) -> dict[str, Any]:
-        return dict(zip(names, values(given), strict=True))
-
-    return Compiled(state.statement, values if positional else named,
+    return Compiled(state.statement, params,
                     _results(getattr(statement, "exported_columns", ()), dialect))
 
 

@@ -23,10 +23,11 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine, Integer, Text, bindparam, select, type_coerce
 
 from chatkeep.errors import SessionNotFound
-from chatkeep.messages import Message, Role, ToolCall
+from chatkeep.messages import Message, ToolCall
 from chatkeep.store.connections import retrying_reads
 from chatkeep.store.direct import driver_transport
 from chatkeep.store.executor import CoreTransport, Row, Transport
+from chatkeep.store.rows import ROLES
 from chatkeep.store.schema import chat_messages, chat_sessions
 from chatkeep.store.statements import LIVE
 from chatkeep.validation import INT32_MAX, check_int
@@ -53,7 +54,6 @@ column has a result processor, so the driver's rows come back as they are). A ro
 _TRANSPORTS: weakref.WeakKeyDictionary[Engine, Transport] = weakref.WeakKeyDictionary()
 
 
-_ROLES = {role.value: role for role in Role}
 
 
 def _json(value: Any) -> Any:
@@ -70,7 +70,7 @@ def live_message(session_id: str, row: Row) -> Message:
     _, seq, role, content, tool_calls, tool_call_id, name, native = row
     calls = _json(tool_calls) if tool_calls is not None else None
     payload = _json(native) if native is not None else None
-    return Message(session_id, int(seq), _ROLES[role], content,
+    return Message(session_id, int(seq), ROLES[role], content,
                    tuple(ToolCall.from_openai(c) for c in calls) if calls else (),
                    tool_call_id, name, None, None, {},
                    payload if type(payload) is dict else dict(payload or {}))

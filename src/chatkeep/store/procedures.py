@@ -256,14 +256,12 @@ def get_session(transport: Transport, session_id: str, tenant: Ref | None) -> Se
     ``SessionNotFound``: one statement."""
     with transport.autocommit() as ex:
         if tenant is None:
-            found = ex.rows(SESSION_BY_ID, {"b_session_id": session_id})
-        else:
-            found = ex.rows(TENANT_SESSION_BY_ID, {
-                "b_session_id": session_id, "b_tenant_type": tenant.type,
-                "b_tenant_id": tenant.id_text})
+            return load_session(ex, session_id)
+        found = ex.rows(TENANT_SESSION_BY_ID, {
+            "b_session_id": session_id, "b_tenant_type": tenant.type,
+            "b_tenant_id": tenant.id_text})
     if not found:
-        raise SessionNotFound(f"no session {session_id!r}"
-                              + (f" for tenant {tenant}" if tenant else ""))
+        raise SessionNotFound(f"no session {session_id!r} for tenant {tenant}")
     return session_from_row(found[0])
 
 

@@ -155,13 +155,13 @@ def message_from_row(row: Sequence[Any]) -> Message:
     (session_id, seq, role, content, tool_calls, tool_call_id, name, tokens, created_at,
      metadata, native, retracted_at) = row
     return Message(
-        session_id, int(seq), _ROLES.get(role) or Role(role), content,
+        session_id, int(seq), ROLES.get(role) or Role(role), content,
         tuple(ToolCall.from_openai(c) for c in tool_calls) if tool_calls else (),
         tool_call_id, name, tokens, as_utc(created_at), dict(metadata or {}),
         dict(native or {}), as_utc(retracted_at))
 
 
-_ROLES = {role.value: role for role in Role}
+ROLES = {role.value: role for role in Role}
 """A stored role's text -> the ``Role`` (a dict lookup: ``Role(text)`` costs more, and a
 turn reads every message of its unfolded tail)."""
 

@@ -62,6 +62,7 @@ from chatkeep.privacy.streaming import StreamRestorer
 from chatkeep.refs import Ref
 from chatkeep.store.executor import Row
 from chatkeep.store.newest import live_message, newest_rows
+from chatkeep.store.rows import ROLES
 from chatkeep.tokens import HeuristicCounter
 
 if TYPE_CHECKING:
@@ -490,7 +491,6 @@ class ChatkeepSession:
 
 
 _MODEL_ITEMS = ("function_call", "reasoning")
-_ROLES = {role.value: role for role in Role}
 
 
 def _replay(core: Chatkeep, session: ChatSession, system_prompt: str) -> History[Any]:
@@ -727,7 +727,7 @@ class _Tail:
                 items.append(item)  # carried: message_to_items' first case (a fresh object)
             else:
                 items.extend(message_to_items(cast("Message", _Stored(
-                    _ROLES[role], content, tool_calls, call_id, payload))))
+                    ROLES[role], content, tool_calls, call_id, payload))))
         return items, total, worst
 
 
