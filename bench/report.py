@@ -492,9 +492,11 @@ items (alternating user and assistant messages) at `100` and `100,000` stored it
 SQLite files in WAL mode in one folder at the same `synchronous` level, and checked to
 return the same items first. The two take turns in blocks of calls, the first side
 alternating; each call is timed, and the process's CPU time per call is given beside the
-wall times (every thread's: steadier on a busy machine). chatkeep reads through the
-async bridge in one trip to aiosqlite's thread, where the rows become the recorded items
-(each row's JSON decoded once) and are checked to be what its whole replay would end with
+wall times (every thread's: steadier on a busy machine). chatkeep reads on the async
+keep's read lane (a reading connection of its own to the SQLite file, without the async
+bridge, the pool or a greenlet) in one trip to that connection's thread, where the rows
+become the recorded items (each row's JSON decoded once) and are checked to be what its
+whole replay would end with
 (after the summary's watermark, none pinned, none clipped, within the history budget:
 each message's tokens bounded from above by its stored JSON text's length, counted
 exactly only where a bound does not fit); the SDK reads its rows on a worker thread and

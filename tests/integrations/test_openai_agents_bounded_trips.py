@@ -1,8 +1,8 @@
-"""``ChatkeepSession.get_items(limit)`` under the async API on SQLite is one trip to
-aiosqlite's thread (issue 37, point 2): the privacy check, the bounded read and its
-conversion are one call through the bridge, and the read is one statement
-(``store.newest.newest_rows``); it was three trips and three bridge calls. A redacting
-session still refuses a read outside ``session.run`` before anything is read."""
+"""``ChatkeepSession.get_items(limit)`` under the async API on SQLite is one trip to a
+thread (issue 37, point 2): the read is one statement (``store.newest.read_newest_rows``)
+on the keep's read lane, its rows made items there, without the bridge; it was three
+trips and three bridge calls, then one trip through the bridge. A redacting session
+still refuses a read outside ``session.run`` before anything is read."""
 
 from __future__ import annotations
 
@@ -33,6 +33,9 @@ def test_a_bounded_read_is_one_trip(tmp_path: Path, trips: list[str]) -> None:
             session = await ChatkeepSession.open(keep, tenant=ORG, anonymize_pii=False)
             items = [item for i in range(30) for item in exchange(i)]
             await session.add_items(items)
+            trips.clear()
+            assert await session.get_items(limit=3) == items[-3:]
+            assert trips == ["_configure", "whole"]  # the lane opened, then the read
             for limit in (1, 2, 20, 60):
                 trips.clear()
                 assert await session.get_items(limit=limit) == items[-limit:]

@@ -25,8 +25,9 @@ from chatkeep.formats.openai_responses import NAME, message_to_items
 from chatkeep.history.plan import message_cost
 from chatkeep.integrations.openai_agents import session as agents_session
 from chatkeep.messages import Role
-from chatkeep.store.newest import live_message
+from chatkeep.store.newest import live_message, read_newest_rows
 from chatkeep.tokens import HeuristicCounter
+from support import agents_reads as reads
 from support.newest import newest_live
 
 ORG = Ref("organization", 1)
@@ -146,10 +147,10 @@ def test_the_bounded_read_answers_as_the_exact_path_and_the_replay(keep: Chatkee
     prompt = data.draw(st.sampled_from(["", "Answer briefly."]))
     for limit in data.draw(st.lists(st.integers(1, 30), min_size=1, max_size=4)):
         expected = reference(keep, session, prompt, limit)
-        assert agents_session._newest(keep, session, prompt, limit) == expected
-        bounded = agents_session._read(keep, session, prompt, limit, False)
+        assert reads.newest(keep, session, prompt, limit) == expected
+        bounded = reads.read(keep, session, prompt, limit, False)
         assert bounded == expected if expected is not None else \
-            bounded == agents_session._read(keep, session, prompt, None, False)
+            bounded == reads.read(keep, session, prompt, None, False)
     # Last (the replay may fold): where it folds nothing, its tail is the answer.
     limit = data.draw(st.integers(1, 30))
     expected = reference(keep, session, prompt, limit)
@@ -184,7 +185,7 @@ def test_a_plain_sdk_session_is_answered_by_the_fast_path_alone(
         if keep.repository.engine.dialect.driver != "psycopg":
             monkeypatch.setattr(agents_session._Tail, "exact", refused)
         for limit in (1, 2, 5, 20, 75, 100):
-            assert agents_session._newest(keep, session, "", limit) == items[-limit:]
+            assert reads.newest(keep, session, "", limit) == items[-limit:]
 
 
 def test_a_float_or_another_counter_goes_to_the_exact_path(db_url: str) -> None:
@@ -200,7 +201,7 @@ def test_a_float_or_another_counter_goes_to_the_exact_path(db_url: str) -> None:
         tail = agents_session._Tail(keep, "", 2)
         answer = newest_rows_of(keep, session, 2, tail.fast)
         assert isinstance(answer, agents_session._Rows)  # the counter is not the heuristic
-        assert agents_session._newest(keep, session, "", 2) == items
+        assert reads.newest(keep, session, "", 2) == items
     with Chatkeep(db_url, dispatcher="inline",
                   config={"privacy": {"anonymize_pii": False}}) as keep:
         session = keep.sessions.open("floats", ORG, anonymize_pii=False)
@@ -208,13 +209,11 @@ def test_a_float_or_another_counter_goes_to_the_exact_path(db_url: str) -> None:
         session.record(items, format="openai_responses")
         tail = agents_session._Tail(keep, "", 1)
         assert isinstance(newest_rows_of(keep, session, 1, tail.fast), agents_session._Rows)
-        assert agents_session._newest(keep, session, "", 1) == items
+        assert reads.newest(keep, session, "", 1) == items
 
 
 def newest_rows_of(keep: Chatkeep, session: Any, limit: int, then: Any) -> Any:
-    from chatkeep.store.newest import newest_rows
-
-    return newest_rows(keep.repository.engine, session.id, limit, then)
+    return keep.repository.transport.run(read_newest_rows, session.id, limit, then)
 
 
 def test_a_limit_past_a_short_history_keeps_what_the_replay_leads_with(db_url: str) -> None:
@@ -225,14 +224,14 @@ def test_a_limit_past_a_short_history_keeps_what_the_replay_leads_with(db_url: s
         session = keep.sessions.open("short", ORG, anonymize_pii=False)
         items = [{"role": "user", "content": "hi"}, {"role": "user", "content": "there"}]
         session.record(items, format="openai_responses")
-        whole = agents_session._read(keep, session, "Answer briefly.", None, False)
+        whole = reads.read(keep, session, "Answer briefly.", None, False)
         assert whole[0] == {"role": "system", "content": "Answer briefly."}
         assert whole[1:] == items
         for limit in (3, 20):
-            assert agents_session._read(keep, session, "Answer briefly.", limit,
+            assert reads.read(keep, session, "Answer briefly.", limit,
                                         False) == whole
-        assert agents_session._read(keep, session, "Answer briefly.", 2, False) == items
-        assert agents_session._read(keep, session, "", 20, False) == items
+        assert reads.read(keep, session, "Answer briefly.", 2, False) == items
+        assert reads.read(keep, session, "", 20, False) == items
 
 
 JSON_VALUES = st.recursive(

@@ -60,13 +60,13 @@ def record_opens(transport: DriverTransport,
         return real(begin)
 
     transport._open = recording  # type: ignore[method-assign]
-    there = direct._InThread._open
+    there = direct.InThread._open
 
-    def recording_there(self: direct._InThread, begin: str | None) -> Any:
+    def recording_there(self: direct.InThread, begin: str | None) -> Any:
         opened.append(begin)
         return there(self, begin)
 
-    monkeypatch.setattr(direct._InThread, "_open", recording_there)
+    monkeypatch.setattr(direct.InThread, "_open", recording_there)
     return opened
 
 

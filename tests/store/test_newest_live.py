@@ -1,7 +1,7 @@
-"""``store.newest.newest_rows``: a session's summary watermark and newest live messages in
-one statement, as the end of the session's whole live read (without ``created_at``,
-``tokens`` and ``metadata``), on both stores; and under the async API on SQLite one trip to
-aiosqlite's thread."""
+"""``store.newest.read_newest_rows``: a session's summary watermark and newest live
+messages in one statement, as the end of the session's whole live read (without
+``created_at``, ``tokens`` and ``metadata``), on both stores; and under the async API on
+SQLite one trip to aiosqlite's thread."""
 
 from __future__ import annotations
 

@@ -1,14 +1,15 @@
-"""The bounded read's rows as ``Message``s: ``store.newest.newest_rows`` with
-``live_message``, the reference the tests hold the Agents SDK's bounded read and the
-store's one-statement read to."""
+"""The bounded read's rows as ``Message``s: ``store.newest.read_newest_rows`` on the
+engine's transport with ``live_message``, the reference the tests hold the Agents SDK's
+bounded read and the store's one-statement read to."""
 
 from __future__ import annotations
 
 from sqlalchemy import Engine
 
 from chatkeep.messages import Message
-from chatkeep.store.executor import Row
-from chatkeep.store.newest import live_message, newest_rows
+from chatkeep.store.direct import driver_transport
+from chatkeep.store.executor import CoreTransport, Row
+from chatkeep.store.newest import live_message, read_newest_rows
 
 
 def newest_live(engine: Engine, session_id: str, limit: int) -> tuple[int, list[Message]]:
@@ -17,4 +18,5 @@ def newest_live(engine: Engine, session_id: str, limit: int) -> tuple[int, list[
     def messages(watermark: int, rows: list[Row]) -> tuple[int, list[Message]]:
         return watermark, [live_message(session_id, row) for row in rows]
 
-    return newest_rows(engine, session_id, limit, messages)
+    transport = driver_transport(engine) or CoreTransport(engine)
+    return transport.run(read_newest_rows, session_id, limit, messages)

@@ -10,9 +10,9 @@ closes the connections of every event loop the keep was used on.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -22,6 +22,7 @@ from chatkeep.aio.engine import make_async_engine
 from chatkeep.aio.lifecycle import AsyncHoldService, AsyncRetentionService
 from chatkeep.aio.pools import dispose_all, dispose_loop
 from chatkeep.aio.quotas import AsyncQuotaService
+from chatkeep.aio.read_lane import ReadLane
 from chatkeep.aio.services import AsyncHistoryCompressor, AsyncMemoryService, AsyncPrivacyGuard
 from chatkeep.aio.sessions import AsyncChatSession, AsyncSessionService
 from chatkeep.aio.twins import core_of
@@ -40,6 +41,8 @@ from chatkeep.memory.embedders.factory import LOCAL
 from chatkeep.memory.embedders.local import AsyncLocalEmbedder
 from chatkeep.privacy.detector import Recognizer
 from chatkeep.refs import Ref
+from chatkeep.store.connections import retrying_reads
+from chatkeep.store.executor import Transport
 from chatkeep.store.repository import UsageLine
 from chatkeep.tokens import TokenCounter
 
@@ -97,6 +100,8 @@ class AsyncChatkeep:
             counter=counter, create_schema=create_schema, recognizers=recognizers)
         self._bridge = Bridge(self._core.start,
                               functools.partial(_release_loop, self.dispatcher, self.engine))
+        self._lane = ReadLane.of(self.engine.sync_engine)
+        self._read_through = retrying_reads(self._core.repository.transport.run)
         self.sessions = AsyncSessionService(self._core.sessions, self._bridge)
         self.compressor = AsyncHistoryCompressor(self._core.compressor, self._bridge)
         self.memory = AsyncMemoryService(self._core.memory, self._bridge)
@@ -114,6 +119,28 @@ class AsyncChatkeep:
     async def run(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Run sync code over the core (``fn(*args, **kwargs)``) through the bridge."""
         return await self._bridge(fn, *args, **kwargs)
+
+    def read(self, procedure: Callable[Concatenate[Transport, P], T], /,
+             *args: P.args, **kwargs: P.kwargs) -> Awaitable[T]:
+        """Run a store procedure that only reads, each statement its own snapshot
+        (``procedure(transport, *args, **kwargs)``, as ``Transport.run`` calls it), on the
+        keep's read lane (:mod:`chatkeep.aio.read_lane`): on a SQLite file one trip to a
+        reading connection's thread, without the bridge; elsewhere, or while the lane
+        stands aside, on the engine's transport through the bridge. Await the result."""
+        lane = self._lane
+        if lane is not None and self._bridge.ready and lane.usable:
+            sent = lane.submit(procedure, *args, **kwargs)
+            if sent is not None:
+                return sent
+        return self._read(procedure, *args, **kwargs)
+
+    async def _read(self, procedure: Callable[Concatenate[Transport, P], T], /,
+                    *args: P.args, **kwargs: P.kwargs) -> T:
+        await self._bridge.open()
+        lane = self._lane
+        if lane is not None and lane.usable:
+            return await lane.run(procedure, *args, **kwargs)
+        return await self._bridge(self._read_through, procedure, *args, **kwargs)
 
     async def start(self) -> AsyncChatkeep:
         """Async twin of ``Chatkeep.start``: open the database now, not on first use."""
@@ -161,6 +188,8 @@ class AsyncChatkeep:
         if isinstance(self.dispatcher, TaskDispatcher):
             await self.dispatcher.drain()
         await self._bridge.close()
+        if self._lane is not None:
+            await self._lane.close()
         await dispose_all(self.engine)
 
     async def __aenter__(self) -> AsyncChatkeep:

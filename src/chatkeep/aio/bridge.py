@@ -62,6 +62,11 @@ class Bridge:
             weakref.WeakKeyDictionary()
         self._guard = threading.Lock()
 
+    @property
+    def ready(self) -> bool:
+        """Open, and the database started: what :meth:`open` would let through at once."""
+        return self._started and not self.closed
+
     async def __call__(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """``fn(*args, **kwargs)`` through the bridge, on an open keep."""
         await self.open()

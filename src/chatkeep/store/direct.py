@@ -557,13 +557,13 @@ class SqliteTransport(DriverTransport):
         """On aiosqlite, the whole procedure in one trip to the connection's thread (its
         ``BEGIN IMMEDIATE``, statements and ``COMMIT`` were a trip each, and a trip costs
         more than SQLite's work for an append): there it runs on the ``sqlite3``
-        connection itself, over :class:`_InThread`. Errors come back as the other paths
+        connection itself, over :class:`InThread`. Errors come back as the other paths
         raise them. Elsewhere, or while listeners are owed every statement, or on an
         aiosqlite without the two names this leans on (those :mod:`chatkeep.aio.sqlite_driver`
         uses), it runs here."""
-        if self.driver is not _Aiosqlite or not self.usable or not _has_trip():
+        if self.driver is not _Aiosqlite or not self.usable or not trips_to_aiosqlite():
             return procedure(self, *args, **kwargs)
-        there = _InThread(self.statements, self.integrity_errors)
+        there = in_thread(self)
         with self._checkout() as db:
             connection = db.db
             there.outer = db
@@ -577,7 +577,7 @@ class SqliteTransport(DriverTransport):
 
 
 @functools.cache
-def _has_trip() -> bool:
+def trips_to_aiosqlite() -> bool:
     """Whether aiosqlite still has ``Connection._execute`` (a call run in its thread) and
     ``Connection._conn`` (the ``sqlite3`` connection there)."""
     import aiosqlite
@@ -587,7 +587,13 @@ def _has_trip() -> bool:
         isinstance(getattr(connection, "_conn", None), property)
 
 
-class _InThread:
+def in_thread(transport: SqliteTransport) -> InThread:
+    """``transport`` as seen from inside an aiosqlite connection's thread, sharing its
+    compiled statements (the caller sets its ``connection`` there)."""
+    return InThread(transport.statements, transport.integrity_errors)
+
+
+class InThread:
     """A :class:`SqliteTransport` as seen from inside aiosqlite's thread: executors on
     the thread's ``sqlite3`` connection, in the transactions the pysqlite path opens
     (no trip: the procedure is already there; errors go back through the trip)."""

@@ -3,36 +3,34 @@
 Read through a SQLAlchemy ``Connection`` in a read transaction of two statements, each
 statement and the end of the transaction would be a trip to aiosqlite's thread under the
 async API on SQLite, and the trips cost more than SQLite's own work for a bounded read.
-:func:`newest_rows` sends one statement (the watermark a scalar subquery of
-it: one snapshot without a transaction) through the engine's transport
-(:mod:`chatkeep.store.direct`): on aiosqlite one trip; on pysqlite and PostgreSQL on the
-driver itself. It reads the columns a replay to a wire format reads (``created_at``,
-``tokens`` and ``metadata`` are left out: those of its messages are ``None``, ``None``
-and empty). The Agents SDK's bounded ``get_items(limit)`` reads this way
-(:mod:`chatkeep.integrations.openai_agents.session`), and can turn the rows into what it
-returns where the statement ran, inside that one trip (:func:`newest_rows`).
+:func:`read_newest_rows` is a procedure of one statement (the watermark a scalar subquery
+of it: one snapshot without a transaction), run on a transport
+(:mod:`chatkeep.store.direct`) or on the async API's read lane
+(:mod:`chatkeep.aio.read_lane`, one trip to its thread). It reads the columns a replay to
+a wire format reads (``created_at``, ``tokens`` and ``metadata`` are left out: those of
+its messages are ``None``, ``None`` and empty). The Agents SDK's bounded
+``get_items(limit)`` reads this way (:mod:`chatkeep.integrations.openai_agents.session`),
+and turns the rows into what it returns where the statement ran, inside that one trip
+(the procedure's ``then``).
 """
 
 from __future__ import annotations
 
 import json
-import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, Integer, Text, bindparam, select, type_coerce
+from sqlalchemy import Integer, Text, bindparam, select, type_coerce
 
 from chatkeep.errors import SessionNotFound
 from chatkeep.messages import Message, ToolCall
-from chatkeep.store.connections import retrying_reads
-from chatkeep.store.direct import driver_transport
-from chatkeep.store.executor import CoreTransport, Row, Transport
+from chatkeep.store.executor import Row, Transport
 from chatkeep.store.rows import ROLES
 from chatkeep.store.schema import chat_messages, chat_sessions
 from chatkeep.store.statements import LIVE
 from chatkeep.validation import INT32_MAX, check_int
 
-__all__ = ["live_message", "newest_rows", "read_newest_rows"]
+__all__ = ["live_message", "read_newest_rows"]
 
 T = TypeVar("T")
 
@@ -50,11 +48,6 @@ backwards), each row led by the session's summary watermark; the JSON columns as
 driver returns them (decoded by :func:`_json`, without the JSON type's layers: no
 column has a result processor, so the driver's rows come back as they are). A row:
 ``(watermark, seq, role, content, tool_calls, tool_call_id, name, native)``."""
-
-_TRANSPORTS: weakref.WeakKeyDictionary[Engine, Transport] = weakref.WeakKeyDictionary()
-
-
-
 
 def _json(value: Any) -> Any:
     """A JSON column's value as read: its text (SQLite, asyncpg), or already decoded (a
@@ -80,8 +73,11 @@ def read_newest_rows(transport: Transport, session_id: str, limit: int,
                      then: Callable[[int, list[Row]], T]) -> T:
     """The procedure: ``then(watermark, rows)`` over the summary watermark and the rows of
     the newest ``limit`` live messages, oldest first (:data:`NEWEST_LIVE`'s, as the driver
-    returned them), read by one statement; ``SessionNotFound`` for no session. ``then``
-    runs where the statement ran, after it (no transaction open)."""
+    returned them), read by one statement; ``SessionNotFound`` for no session, and
+    ``InvalidArgument`` for a ``limit`` under 1. ``then`` runs where the statement ran,
+    after it (no transaction open): on the read lane in its thread, so it must be
+    quick, pure work on what it is given (no I/O, no await)."""
+    check_int(limit, "limit", minimum=1, maximum=INT32_MAX)
     params = {"b_session_id": session_id, "b_limit": limit}
     with transport.autocommit() as ex:
         rows = ex.rows(NEWEST_LIVE, params)
@@ -91,22 +87,3 @@ def read_newest_rows(transport: Transport, session_id: str, limit: int,
                 raise SessionNotFound(f"no session {session_id!r}")
             return then(int(found[0][0]), [])
     return then(int(rows[0][0]), list(rows)[::-1])
-
-
-def _transport(engine: Engine) -> Transport:
-    transport = _TRANSPORTS.get(engine)
-    if transport is None:
-        transport = _TRANSPORTS[engine] = driver_transport(engine) or CoreTransport(engine)
-    return transport
-
-
-@retrying_reads
-def newest_rows(engine: Engine, session_id: str, limit: int,
-                then: Callable[[int, list[Row]], T]) -> T:
-    """``then(watermark, rows)`` over the session's summary watermark and the rows of its
-    newest ``limit`` live messages, oldest first (:func:`read_newest_rows`), run where the
-    read ran: under the async API on SQLite inside the one trip to aiosqlite's thread, so
-    ``then`` must be quick, pure work on what it is given (no I/O, no await). Called inside
-    the async bridge, as every core read."""
-    check_int(limit, "limit", minimum=1, maximum=INT32_MAX)
-    return _transport(engine).run(read_newest_rows, session_id, limit, then)

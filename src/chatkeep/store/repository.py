@@ -79,6 +79,12 @@ class Repository:
         self.clock = clock
         self._transport: Transport = driver_transport(engine) or CoreTransport(engine)
 
+    @property
+    def transport(self) -> Transport:
+        """The engine's transport (its driver's, else SQLAlchemy Core's): where the store's
+        procedures (:mod:`chatkeep.store.procedures`) run."""
+        return self._transport
+
     # -- schema --------------------------------------------------------------------------
 
     def create_schema(self) -> None:

@@ -40,6 +40,7 @@ need it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import threading
 import uuid
@@ -61,7 +62,7 @@ from chatkeep.messages import Message, Role, ToolCall
 from chatkeep.privacy.streaming import StreamRestorer
 from chatkeep.refs import Ref
 from chatkeep.store.executor import Row
-from chatkeep.store.newest import live_message, newest_rows
+from chatkeep.store.newest import live_message, read_newest_rows
 from chatkeep.store.rows import ROLES
 from chatkeep.tokens import HeuristicCounter
 
@@ -116,6 +117,7 @@ class ChatkeepSession:
         self.system_prompt = system_prompt
         self.session_settings: Any = _session_settings(session_settings)
         self._session: AsyncChatSession | None = None
+        self._last_tail: _Tail | None = None
 
     @classmethod
     async def open(cls, keep: AsyncChatkeep, *, tenant: Ref, actor: Ref | None = None,
@@ -172,15 +174,23 @@ class ChatkeepSession:
             return []
         run = runs.current_run(self)
         core = await self.keep.core()
-        # One trip through the bridge: the privacy check, then the bounded read or the
-        # whole replay (each was a bridge call of its own).
-        items = await self.keep.run(_read, core, core_session(session), self.system_prompt,
-                                    limit, run is not None)
-        if items is None:
+        held = core_session(session)
+        redacts = core.privacy.redacts(held)
+        if run is None and redacts:
             raise PrivacyError(
                 f"session {self.session_id} redacts personal data, and this run does not "
                 "send through its filter (the SDK would send the new input raw): run it "
                 "with session.run(...), session.run_sync(...) or session.run_streamed(...)")
+        items: list[TResponseInputItem] | None = [] if limit == 0 else None
+        if items is None and limit is not None and limit > 0 and not redacts:
+            # The newest items in one statement on the keep's read lane, when they are
+            # the replay's tail (a redacting session's text goes out read in context,
+            # through the replay's filter): :meth:`_Tail.answer`, in the read's trip.
+            items = await self.keep.read(read_newest_rows, held.id, limit,
+                                         functools.partial(self._tail(core, limit).answer,
+                                                           held.id))
+        if items is None:
+            items = await self.keep.run(_replayed, core, held, self.system_prompt)
         if run is not None and not run.read and limit != 0:
             # the run's first read: what its new input answers
             run.read, run.context = True, runs.newest_answer(list(items))
@@ -485,6 +495,14 @@ class ChatkeepSession:
                 from exc
         return billing.billing_hooks(self.conversation, self._counter)
 
+    def _tail(self, core: Chatkeep, limit: int) -> _Tail:
+        """The bounded read's judge for ``limit`` under the current system prompt (the
+        last one is kept: a session reads with one limit)."""
+        tail = self._last_tail
+        if tail is None or tail.limit != limit or tail.prompt != self.system_prompt:
+            tail = self._last_tail = _Tail(core, self.system_prompt, limit)
+        return tail
+
     async def _counter(self) -> TokenCounter:
         """The keep's token counter (the one the budget counts with)."""
         return (await self.keep.core()).counter
@@ -493,47 +511,17 @@ class ChatkeepSession:
 _MODEL_ITEMS = ("function_call", "reasoning")
 
 
+def _replayed(core: Chatkeep, session: ChatSession,
+              system_prompt: str) -> list[TResponseInputItem]:
+    """The whole replay's items (inside the bridge)."""
+    return list(_replay(core, session, system_prompt))
+
+
 def _replay(core: Chatkeep, session: ChatSession, system_prompt: str) -> History[Any]:
     """The session's history with the SDK's replay rule: every live item as recorded
     (chatkeep's own default replays closed turns as their text alone)."""
     return core.compressor.round(session, system_prompt, format="openai_responses",
                                  keep_closed_tool_turns=True).build()
-
-
-def _read(core: Chatkeep, session: ChatSession, system_prompt: str, limit: int | None,
-          in_run: bool) -> list[TResponseInputItem] | None:
-    """``get_items`` inside the bridge: ``None`` when the session redacts and the read is
-    not part of a run through its filter (refused); ``[]`` for ``limit`` 0; else the
-    newest ``limit`` items when :func:`_newest` can answer with a bounded read, or the
-    whole replay (the caller keeps its newest ``limit``)."""
-    if not in_run and core.privacy.redacts(session):
-        return None
-    if limit == 0:
-        return []
-    if limit is not None and limit > 0:
-        newest = _newest(core, session, system_prompt, limit)
-        if newest is not None:
-            return newest
-    return list(_replay(core, session, system_prompt))
-
-
-def _newest(core: Chatkeep, session: ChatSession, system_prompt: str,
-            limit: int) -> list[TResponseInputItem] | None:
-    """``get_items(limit)`` as the SDK reads it, one bounded query: the newest
-    ``limit`` live items, when that is exactly what the whole replay's tail would be
-    (the session does not redact, every one of them is after the summary's
-    watermark, none is pinned, none needs clipping, together they fit the budget, and
-    the limit does not reach past them to what the replay leads with); ``None``
-    otherwise, and the whole replay answers. The rows become items inside the read's
-    trip (:meth:`_Tail.fast`); the rows it cannot vouch for go to :meth:`_Tail.exact`."""
-    if core.privacy.redacts(session):
-        return None  # its text goes out read in context, through the replay's filter
-    tail = _Tail(core, system_prompt, limit)
-    answer: list[TResponseInputItem] | _Rows | None = newest_rows(
-        core.repository.engine, session.id, limit, tail.fast)
-    if isinstance(answer, _Rows):
-        return tail.exact(session.id, answer.watermark, answer.rows)
-    return answer
 
 
 class _Rows(NamedTuple):
@@ -594,7 +582,7 @@ class _Tail:
 
     def __init__(self, core: Chatkeep, system_prompt: str, limit: int) -> None:
         config, self.counter = core.compressor.config, core.compressor.counter
-        self.limit, self.leading = limit, bool(system_prompt)
+        self.limit, self.prompt, self.leading = limit, system_prompt, bool(system_prompt)
         self.most, self.budget = config.max_message_tokens, config.max_history_tokens
         self.fixed = self.counter.count(system_prompt)
         counter = self.counter
@@ -616,6 +604,15 @@ class _Tail:
         item of a session whose replay leads with nothing."""
         return len(items) >= self.limit or not (len(rows) == self.limit or self.leading
                                                 or watermark)
+
+    def answer(self, session_id: str, watermark: int,
+               rows: list[Row]) -> list[TResponseInputItem] | None:
+        """The verdict: :meth:`fast`'s, and for the rows it cannot vouch for,
+        :meth:`exact`'s (run where the read ran: on the read lane, in its thread)."""
+        found = self.fast(watermark, rows)
+        if isinstance(found, _Rows):
+            return self.exact(session_id, found.watermark, found.rows)
+        return found
 
     def exact(self, session_id: str, watermark: int,
               rows: list[Row]) -> list[TResponseInputItem] | None:
