@@ -26,13 +26,24 @@ every thread's: steadier than wall time on a busy machine), and the ratios SDK /
 of the p50s, the means and the CPU times at the same size (above ``1.00x``: chatkeep's
 read is faster).
 Target: ``>= 1.0x`` at both sizes.
+
+``--parts`` times, instead, what one bounded read is made of, at 100 items, the parts
+taking turns in blocks: each side's whole ``get_items(limit)``; each side's read alone
+on the calling thread (no hop; a connection of the bench's own to each file): the SDK's
+statement and its ``json.loads`` of each row, and chatkeep's statement with its rows made
+items and judged against the budget, then its statement alone; and the hops with nothing
+to carry (``asyncio.to_thread``, the SDK's, and ``AsyncChatkeep.read`` of a procedure
+that reads nothing: one trip to the read lane's thread). Each is the median over
+``--rounds`` of a block's mean, in microseconds, and against the SDK's ``get_items``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
+import json
 import platform
 import sqlite3
 import statistics
@@ -45,6 +56,10 @@ from typing import Any
 
 from chatkeep import Ref
 from chatkeep.aio import AsyncChatkeep
+from chatkeep.aio.sessions import core_session
+from chatkeep.store.direct import in_thread
+from chatkeep.store.executor import Transport
+from chatkeep.store.newest import read_newest_rows
 
 try:
     from agents.memory import SQLiteSession
@@ -196,6 +211,74 @@ async def run(directory: Path, sizes: Sequence[int], limit: int, calls: int, blo
           f"{'met' if worst >= 1.0 else 'not met'} (lowest {worst:.2f}x).")
 
 
+async def parts(directory: Path, limit: int, rounds: int, block: int,
+                synchronous: str) -> None:
+    """Time the parts of one bounded read (``--parts``) at 100 items; print the table."""
+    keep = AsyncChatkeep(f"sqlite:///{directory / 'chatkeep.db'}", dispatcher="inline",
+                         config={"store": {"sqlite_synchronous": synchronous},
+                                 "privacy": {"anonymize_pii": False}})
+    await keep.start()
+    try:
+        sdk, ours = await contenders(directory, 100, limit, synchronous, keep)
+        session = await ChatkeepSession.open(keep, tenant=ORG, session_id="bench-100",
+                                             anonymize_pii=False)
+        chat = core_session(await session.conversation())
+        core = await keep.core()
+        judge = functools.partial(session._tail(core, limit).answer, chat.id)
+        lane = keep._lane
+        if lane is None:
+            sys.exit("--parts needs the read lane (SQLite on aiosqlite)")
+        ours_alone = in_thread(lane.transport)
+        ours_alone.connection = sqlite3.connect(directory / "chatkeep.db",
+                                                isolation_level=None)
+        theirs_alone = sqlite3.connect(directory / "agents-sdk-100.db")
+        sdk_sql = ("SELECT message_data FROM agent_messages WHERE session_id = ? "
+                   "ORDER BY id DESC LIMIT ?")
+
+        def sdk_read_alone() -> list[Any]:
+            rows = theirs_alone.execute(sdk_sql, ("bench-100", limit)).fetchall()
+            return [json.loads(row[0]) for row in reversed(rows)]
+
+        def nothing(transport: Transport) -> None:
+            return None
+
+        contenders_: dict[str, tuple[Callable[[], Any], bool]] = {
+            f"Agents SDK get_items(limit={limit})": (sdk.read, True),
+            "Agents SDK, its statement and json.loads alone (no hop)": (sdk_read_alone, False),
+            f"ChatkeepSession get_items(limit={limit})": (ours.read, True),
+            "chatkeep, its statement and items alone (no hop)": (
+                lambda: read_newest_rows(ours_alone, chat.id, limit, judge), False),
+            "chatkeep, its statement alone (no hop)": (
+                lambda: read_newest_rows(ours_alone, chat.id, limit, lambda w, r: r), False),
+            "asyncio.to_thread(nothing)": (lambda: asyncio.to_thread(lambda: None), True),
+            "AsyncChatkeep.read(nothing): one lane trip": (lambda: keep.read(nothing), True),
+        }
+        times: dict[str, list[float]] = {name: [] for name in contenders_}
+        for _ in range(rounds):
+            for name, (call, awaited) in contenders_.items():
+                gc.collect()
+                begin = time.perf_counter()
+                for _ in range(block):
+                    if awaited:
+                        await call()
+                    else:
+                        call()
+                times[name].append((time.perf_counter() - begin) / block)
+        ours_alone.connection.close()
+        theirs_alone.close()
+    finally:
+        await keep.close()
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    whole = medians[f"Agents SDK get_items(limit={limit})"]
+    print(f"Parts of `get_items(limit={limit})` at 100 items: median of {rounds} blocks of "
+          f"{block} calls each, taking turns; Python {platform.python_version()}, SQLite "
+          f"{sqlite3.sqlite_version}, {platform.machine()}\n")
+    print("| part | µs per call | time vs the SDK's get_items |")
+    print("|---|---:|---:|")
+    for name, seconds in medians.items():
+        print(f"| {name} | {seconds * 1e6:,.0f} | {seconds / whole:.2f}x |")
+
+
 def sizes(value: str) -> list[int]:
     return [int(part) for part in value.split(",") if part]
 
@@ -212,9 +295,17 @@ def main() -> None:
                         help="folder for the database files (default: a temporary one)")
     parser.add_argument("--markdown", action="store_true",
                         help="Markdown output (it is already; for bench/report.py)")
+    parser.add_argument("--parts", action="store_true",
+                        help="time the parts of one bounded read instead (100 items)")
+    parser.add_argument("--rounds", type=int, default=40,
+                        help="blocks per part with --parts")
     args = parser.parse_args()
 
     def go(directory: Path) -> None:
+        if args.parts:
+            asyncio.run(parts(directory, args.limit, args.rounds, args.block,
+                              args.synchronous))
+            return
         asyncio.run(run(directory, args.sizes, args.limit, args.calls, args.block,
                         args.synchronous))
 

@@ -142,7 +142,7 @@ def test_files_in_prompts_and_tool_results_leave_scrubbed(db_url: str, provider:
         async with AsyncChatkeep(db_url, config=PRIVACY, dispatcher="inline") as keep:
             store = ChatkeepConversationStore(keep, tenant=ORG)
             model = chat_model(server) if provider == "openai" else AnthropicModel(
-                "claude-sonnet-4-5", provider=AnthropicProvider(base_url=server.base_url,
+                "claude-sonnet-5-5", provider=AnthropicProvider(base_url=server.base_url,
                                                                 api_key="k"))
             agent: Agent[Any, Any] = Agent(model, capabilities=[ChatkeepHistory(store)])
 
