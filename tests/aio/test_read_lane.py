@@ -189,3 +189,39 @@ def test_the_lane_connection_is_read_only_sqlite(tmp_path: Any) -> None:
             await keep.close()
 
     asyncio.run(main())
+
+
+def test_reads_under_concurrent_appends_each_see_one_commit(tmp_path: Any) -> None:
+    """Coroutines reading on the lane while others append through the bridge: every read
+    is one snapshot (its newest window is contiguous and ends at a committed message),
+    and the window never moves back."""
+    async def main() -> None:
+        keep = AsyncChatkeep(f"sqlite:///{tmp_path / 'r.db'}", dispatcher="inline")
+        try:
+            session = await keep.sessions.open("lane", ORG)
+            await session.add_user("first")
+            chat_id = core_session(session).id
+            done = asyncio.Event()
+
+            async def writer() -> None:
+                for i in range(60):
+                    await session.add_user(f"message {i}")
+                done.set()
+
+            async def reader() -> list[int]:
+                lasts = []
+                while not done.is_set():
+                    _, window = await newest(keep, chat_id, 5)
+                    assert window == list(range(window[0], window[0] + len(window)))
+                    assert len(window) == min(5, window[-1])
+                    lasts.append(window[-1])
+                return lasts
+
+            _, *seen = await asyncio.gather(writer(), reader(), reader())
+            for lasts in seen:
+                assert lasts == sorted(lasts) and lasts
+            assert (await newest(keep, chat_id, 5))[1] == [57, 58, 59, 60, 61]
+        finally:
+            await keep.close()
+
+    asyncio.run(main())
