@@ -171,12 +171,18 @@ async def contenders(directory: Path, items: int, limit: int, synchronous: str,
     return (Side("Agents SDK SQLiteSession", sdk_read), Side("ChatkeepSession", our_read))
 
 
-async def run(directory: Path, sizes: Sequence[int], limit: int, calls: int, block: int,
-              synchronous: str) -> None:
+async def started_keep(directory: Path, synchronous: str) -> AsyncChatkeep:
+    """chatkeep's side: an ``AsyncChatkeep`` on the folder's file at ``synchronous``,
+    redaction off, its database open."""
     keep = AsyncChatkeep(f"sqlite:///{directory / 'chatkeep.db'}", dispatcher="inline",
                          config={"store": {"sqlite_synchronous": synchronous},
                                  "privacy": {"anonymize_pii": False}})
-    await keep.start()
+    return await keep.start()
+
+
+async def run(directory: Path, sizes: Sequence[int], limit: int, calls: int, block: int,
+              synchronous: str) -> None:
+    keep = await started_keep(directory, synchronous)
     try:
         pairs = [await contenders(directory, items, limit, synchronous, keep)
                  for items in sizes]
@@ -214,10 +220,7 @@ async def run(directory: Path, sizes: Sequence[int], limit: int, calls: int, blo
 async def parts(directory: Path, limit: int, rounds: int, block: int,
                 synchronous: str) -> None:
     """Time the parts of one bounded read (``--parts``) at 100 items; print the table."""
-    keep = AsyncChatkeep(f"sqlite:///{directory / 'chatkeep.db'}", dispatcher="inline",
-                         config={"store": {"sqlite_synchronous": synchronous},
-                                 "privacy": {"anonymize_pii": False}})
-    await keep.start()
+    keep = await started_keep(directory, synchronous)
     try:
         sdk, ours = await contenders(directory, 100, limit, synchronous, keep)
         session = await ChatkeepSession.open(keep, tenant=ORG, session_id="bench-100",

@@ -100,8 +100,9 @@ class AsyncChatkeep:
             counter=counter, create_schema=create_schema, recognizers=recognizers)
         self._bridge = Bridge(self._core.start,
                               functools.partial(_release_loop, self.dispatcher, self.engine))
-        self._lane = ReadLane.of(self.engine.sync_engine)
-        self._read_through = retrying_reads(self._core.repository.transport.run)
+        transport = self._core.repository.transport
+        self._lane = ReadLane.of(transport)
+        self._read_through = retrying_reads(transport.run)
         self.sessions = AsyncSessionService(self._core.sessions, self._bridge)
         self.compressor = AsyncHistoryCompressor(self._core.compressor, self._bridge)
         self.memory = AsyncMemoryService(self._core.memory, self._bridge)

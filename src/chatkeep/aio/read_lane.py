@@ -29,11 +29,11 @@ import os
 import sqlite3
 import threading
 from collections.abc import Awaitable, Callable
-from threading import Thread
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy import Engine
 
+from chatkeep.aio.sqlite_driver import daemon_connection
 from chatkeep.errors import KeepClosed
 from chatkeep.store.connections import driver_error
 from chatkeep.store.direct import SqliteTransport, in_thread, trips_to_aiosqlite
@@ -47,13 +47,14 @@ __all__ = ["ReadLane"]
 
 
 class ReadLane:
-    """The read lane of one async engine's SQLite file (``None`` from :meth:`of` where
-    the engine has none). Opened on first use; :meth:`close` ends its thread."""
+    """The read lane of one async engine's SQLite file, over the engine's own transport
+    (its compiled statements serve the lane too; ``None`` from :meth:`of` where the
+    engine has none). Opened on first use; :meth:`close` ends its thread."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.transport = SqliteTransport(engine)
-        self._connect_listeners = len(engine.pool.dispatch.connect)
+    def __init__(self, transport: SqliteTransport) -> None:
+        self.engine: Engine = transport.engine
+        self.transport = transport
+        self._connect_listeners = len(self.engine.pool.dispatch.connect)
         self._connection: Any = None
         self._pid = 0
         self._broken = False
@@ -62,12 +63,13 @@ class ReadLane:
         self.closed = False
 
     @classmethod
-    def of(cls, engine: Engine) -> ReadLane | None:
-        """``engine``'s lane: SQLite on aiosqlite with the names a trip needs."""
-        if engine.dialect.name != "sqlite" or engine.dialect.driver != "aiosqlite" \
-                or not trips_to_aiosqlite():
+    def of(cls, transport: Transport) -> ReadLane | None:
+        """The lane over an engine's ``transport``: SQLite on aiosqlite with the names a
+        trip needs."""
+        if not isinstance(transport, SqliteTransport) \
+                or transport.engine.dialect.driver != "aiosqlite" or not trips_to_aiosqlite():
             return None
-        return cls(engine)
+        return cls(transport)
 
     @property
     def usable(self) -> bool:
@@ -159,9 +161,7 @@ async def _connect(engine: Engine) -> Any:
     import aiosqlite
 
     args, kwargs = engine.dialect.create_connect_args(engine.url)
-    connection: Any = aiosqlite.connect(*args, **kwargs)
-    thread = connection if isinstance(connection, Thread) else connection._thread
-    thread.daemon = True
+    connection = daemon_connection(aiosqlite, *args, **kwargs)
     await connection
     try:
         await connection._execute(_configure, connection._conn)

@@ -31,7 +31,7 @@ from sqlalchemy.dialects.sqlite.aiosqlite import (
 )
 from sqlalchemy.util import EMPTY_DICT, await_only
 
-__all__ = ["one_trip_dbapi"]
+__all__ = ["daemon_connection", "one_trip_dbapi"]
 
 _Outcome = tuple[Any, int, Any, list[Any]]
 #: What the store's ``begin`` listener sends: held back to travel with the next statement.
@@ -168,14 +168,20 @@ class OneTripConnection(AsyncAdapt_aiosqlite_connection):
             and not driver.in_transaction
 
 
+def daemon_connection(aiosqlite: Any, *args: Any, **kwargs: Any) -> Any:
+    """``aiosqlite.connect(*args, **kwargs)``, not yet awaited, its thread made a daemon
+    as SQLAlchemy's adapter makes it: it never holds up the exit (the connection was the
+    thread itself before aiosqlite 0.22)."""
+    connection = aiosqlite.connect(*args, **kwargs)
+    thread = connection if isinstance(connection, Thread) else connection._thread
+    thread.daemon = True
+    return connection
+
+
 class _OneTripDBAPI(AsyncAdapt_aiosqlite_dbapi):
     def connect(self, *args: Any, **kwargs: Any) -> AsyncAdapt_aiosqlite_connection:
-        connection = self.aiosqlite.connect(*args, **kwargs)
-        # As SQLAlchemy's: its thread never holds up the exit (the connection was the
-        # thread itself before aiosqlite 0.22).
-        thread = connection if isinstance(connection, Thread) else connection._thread
-        thread.daemon = True
-        return OneTripConnection(self, await_only(connection))
+        return OneTripConnection(self, await_only(daemon_connection(self.aiosqlite, *args,
+                                                                    **kwargs)))
 
 
 def one_trip_dbapi() -> AsyncAdapt_aiosqlite_dbapi | None:
