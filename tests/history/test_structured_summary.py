@@ -5,6 +5,7 @@ of earlier versions, the fence around the replayed summary, and the offline summ
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -398,6 +399,13 @@ def test_a_summary_cannot_close_its_record_early() -> None:
     inner = fenced.removeprefix(SUMMARY_HEADER).removesuffix(SUMMARY_FOOTER)
     assert "===" not in inner and INJECTION in inner
     assert fenced.count("=== END OF RECORD ===") == 1
+
+
+@given(st.text(alphabet="=ab \n", max_size=40))
+def test_fence_spaces_out_every_run_of_three_or_more_and_nothing_else(summary: str) -> None:
+    # fence() skips the pattern when no "===" occurs: the same text either way.
+    spaced = re.sub(r"={3,}", lambda run: " ".join(run.group(0)), summary)
+    assert fence(summary) == SUMMARY_HEADER + spaced + SUMMARY_FOOTER
 
 
 def test_the_summary_role_is_configured_and_checked(keep: Chatkeep) -> None:
