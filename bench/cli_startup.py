@@ -36,6 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _peers import extract_src, peer_commit
+
 CHATKEEP = Path(sys.executable).with_name("chatkeep")
 SRC = Path(__file__).resolve().parent.parent / "src"
 
@@ -86,29 +88,6 @@ def paired(argv: list[str], peer_argv: list[str], peer: Path,
             out.append(run_once(command, env))
     return [(statistics.median(t[0] for t in side), statistics.median(t[1] for t in side))
             for side in times]
-
-
-def extract_src(rev: str, folder: Path) -> Path:
-    """This repository's ``src`` at commit ``rev``, written under ``folder`` (a folder
-    named after the commit, so the table names it)."""
-    commit = subprocess.run(["git", "-C", str(SRC.parent), "rev-parse", "--short", rev],
-                            capture_output=True, text=True, check=True).stdout.strip()
-    target = folder / commit
-    target.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(SRC.parent), "archive", commit, "src"],
-                             capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
-    return target / "src"
-
-
-def peer_commit(src: Path) -> str:
-    """The short commit of the checkout ``src`` sits in (or its path)."""
-    try:
-        out = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return src.parent.name if src.name == "src" else str(src)
-    return out.stdout.strip()
 
 
 def heaviest_imports(argv: list[str], count: int = 8) -> list[tuple[str, float]]:

@@ -3,7 +3,8 @@
     pip install -e ".[bench]"      # the SDK, for this benchmark only
     python bench/fresh_turn.py [--turns 1200] [--fresh-turns 400] [--long 2000]
                                [--block 25] [--budget 6000] [--variants]
-                               [--peer-src PATH] [--dir DIR] [--markdown]
+                               [--peer-src PATH | --peer-rev REV] [--breakdown]
+                               [--dir DIR] [--markdown]
 
 A turn is what an application does per request: chatkeep appends the user message,
 calls ``build_history`` and appends the answer with its usage; the SDK does the same
@@ -24,8 +25,18 @@ and scenario, in this run.
 ``--variants`` adds chatkeep with SQLite's ``secure_delete`` off on its connections (what
 zeroing freed bytes costs a turn). ``--peer-src PATH`` adds, in the same interleaving,
 chatkeep imported from another checkout's ``src`` (a git worktree of an older commit)
-running in a child process, for a same-moment A/B. The output is Markdown (``--markdown``
-is accepted, so ``bench/report.py`` calls every bench alike).
+running in a child process, for a same-moment A/B; ``--peer-rev REV`` does the same with
+this repository's ``src`` at commit ``REV`` (extracted with ``git archive``, nothing
+checked out). The child runs alone in its process, beside none of the other contenders'
+objects: ``--peer-rev HEAD`` shows what that alone is worth, so an A/B's difference is
+read against it.
+
+``--breakdown`` then runs chatkeep's fresh turn at ``NORMAL`` alone and prints where its
+CPU time goes, part by part (each function timed in place while it runs; a part inside
+another is in both): the two appends, and inside ``build_history`` the read, the plan,
+the render, the commit (a fold, when the plan folds), and the request's digest and
+manifest, which replay records for every request that leaves. The output is Markdown
+(``--markdown`` is accepted, so ``bench/report.py`` calls every bench alike).
 """
 
 from __future__ import annotations
@@ -39,6 +50,7 @@ import os
 import platform
 import random
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,7 +61,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import event
 
-from _peers import peer_commit
+from _peers import extract_src, peer_commit
 
 SYSTEM = "You are a helpful assistant for a law firm. Answer precisely and cite clauses."
 WORDS = [
@@ -247,6 +259,102 @@ class PeerSide:
         return int(self._ask({"op": "folds", "key": self.key}))
 
 
+PARTS = {
+    "append the user message": ("chatkeep.sessions", "ChatSession", "add_user"),
+    "build_history: read the session and its unfolded tail":
+        ("chatkeep.store.repository", "Repository", "read_history"),
+    "build_history: plan (price, fit the budget)": ("chatkeep.history.round", None,
+                                                    "plan_history"),
+    "build_history: render the wire format": ("chatkeep.history.round", "HistoryRound",
+                                              "_render"),
+    "build_history: fold, or store placeholders (commit)":
+        ("chatkeep.history.round", "HistoryRound", "commit"),
+    "build_history: the request's SHA-256 (replay)": ("chatkeep.history.round", None,
+                                                      "body_digest"),
+    "build_history: the request's manifest written (replay)":
+        ("chatkeep.store.repository", "Repository", "record_manifest"),
+    "append the answer with its usage": ("chatkeep.sessions", "ChatSession",
+                                         "add_assistant"),
+}
+"""What ``--breakdown`` times in a fresh turn: a label, and the module, class (``None``:
+a module-level name, as the round calls it) and name of the function that does it."""
+
+
+class Timed:
+    """Process CPU time spent in named functions, each wrapped in place while the
+    breakdown runs (a function inside another is counted in both)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._undo: list[tuple[Any, str, Any]] = []
+
+    def wrap(self, label: str, module: str, owner: str | None, name: str) -> None:
+        import importlib
+
+        target: Any = importlib.import_module(module)
+        if owner is not None:
+            target = getattr(target, owner)
+        original = getattr(target, name)
+        spent = self.seconds
+        spent[label] = 0.0
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            begin = time.process_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent[label] += time.process_time() - begin
+
+        self._undo.append((target, name, original))
+        setattr(target, name, timed)
+
+    def restore(self) -> None:
+        for target, name, original in reversed(self._undo):
+            setattr(target, name, original)
+        self._undo.clear()
+
+
+def breakdown(directory: Path, args: argparse.Namespace) -> None:
+    """Where the CPU time of a fresh turn at ``NORMAL`` goes (``--breakdown``): chatkeep's
+    fresh side run alone for ``--turns`` turns, each part's median over rounds of
+    ``--block`` turns, in microseconds per turn."""
+    side = ChatkeepSide("chatkeep (NORMAL)", directory / "breakdown.db", "NORMAL", "fresh",
+                        args.budget, args.fresh_turns, 0, True)
+    for _ in range(args.block):  # untimed: caches, statements, the file
+        side.turn()
+    timed = Timed()
+    for label, (module, owner, name) in PARTS.items():
+        timed.wrap(label, module, owner, name)
+    rounds: dict[str, list[float]] = {label: [] for label in [*timed.seconds, "turn"]}
+    try:
+        for _ in range(max(1, args.turns // args.block)):
+            for label in timed.seconds:
+                timed.seconds[label] = 0.0
+            begin = time.process_time()
+            for _ in range(args.block):
+                side.turn()
+            rounds["turn"].append(time.process_time() - begin)
+            for label, seconds in timed.seconds.items():
+                rounds[label].append(seconds)
+    finally:
+        timed.restore()
+    per_turn = {label: 1e6 * statistics.median(values) / args.block
+                for label, values in rounds.items()}
+    named = sum(per_turn[label] for label in PARTS)
+    print(f"## Where a fresh turn's time goes (NORMAL)\n\n{len(rounds['turn'])} rounds of "
+          f"{args.block} turns, chatkeep alone; CPU time per turn (median round), "
+          f"{side.folds()} folds\n")
+    print("| part | µs per turn | share of the turn |")
+    print("|---|---:|---:|")
+    whole = per_turn["turn"]
+    for label in PARTS:
+        print(f"| {label} | {per_turn[label]:,.0f} | {per_turn[label] / whole:.0%} |")
+    rest = whole - named
+    print(f"| the rest (validation, egress, the bench's own loop) | {rest:,.0f} | "
+          f"{rest / whole:.0%} |")
+    print(f"| **the whole turn** | {whole:,.0f} | 100% |\n")
+
+
 def chatkeep_sides(directory: Path, label: str, args: argparse.Namespace,
                    secure_delete: bool = True) -> dict[str, ChatkeepSide]:
     """chatkeep at each level and scenario, keyed ``level/scenario``, each on its own file."""
@@ -343,10 +451,13 @@ async def run(directory: Path, args: argparse.Namespace) -> None:
         assert child.stdin is not None
         child.stdin.close()
         child.wait()
+    if args.breakdown:
+        breakdown(directory, args)
 
 
 def main() -> None:
-    """Parse the arguments and run in a temporary folder (or ``--dir``)."""
+    """Parse the arguments and run in a temporary folder (or ``--dir``); a ``--peer-rev``
+    is extracted into a temporary folder either way."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--turns", type=int, default=1200)
     parser.add_argument("--fresh-turns", type=int, default=400)
@@ -358,6 +469,10 @@ def main() -> None:
                         help="also chatkeep with secure_delete off")
     parser.add_argument("--peer-src", type=Path, default=None,
                         help="another checkout's src: chatkeep from there, same run")
+    parser.add_argument("--peer-rev", default=None,
+                        help="a commit of this repository: its src as --peer-src")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="then where a fresh turn's CPU time goes, part by part")
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--markdown", action="store_true",
@@ -367,12 +482,12 @@ def main() -> None:
     if args.serve:
         serve(args.dir, args)
         return
-    if args.dir is not None:
-        args.dir.mkdir(parents=True, exist_ok=True)
-        asyncio.run(run(args.dir, args))
-        return
     with tempfile.TemporaryDirectory(prefix="chatkeep-fresh-turn-") as tmp:
-        asyncio.run(run(Path(tmp), args))
+        if args.peer_rev:
+            args.peer_src = extract_src(args.peer_rev, Path(tmp) / "peer-src")
+        directory = args.dir or Path(tmp)
+        directory.mkdir(parents=True, exist_ok=True)
+        asyncio.run(run(directory, args))
 
 
 if __name__ == "__main__":

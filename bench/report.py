@@ -180,11 +180,16 @@ and the folds are counted; the long turn runs on a session seeded with a long ba
 folded before the clock starts, where the SDK reads every stored item per turn.
 chatkeep also runs with SQLite's `secure_delete` off, to show what zeroing freed bytes
 costs a turn. Each ratio is against the SDK at the same level in this run. Targets: the
-fresh turn `>= 2.3x` the SDK's at `NORMAL` and `>= 1.5x` at `FULL`. `--peer-src` puts
-chatkeep from an older checkout (a git worktree) in the same interleaving: how a
-regression is bisected.""",
-        full=("--variants",),
-        quick=("--turns", "400", "--long", "1000", "--variants"), modules=("agents",)),
+fresh turn `>= 2.3x` the SDK's at `NORMAL` and `>= 1.5x` at `FULL`. `--peer-rev` puts
+chatkeep from an older commit in the same interleaving (how a regression is bisected);
+the full run puts there the tree the issue measured before the fresh turn regressed (the
+commit is in the command below), in a child process of its own, which by itself runs
+somewhat faster than the bench's own process (`--peer-rev HEAD` shows by how much).
+`--breakdown` then shows where the CPU time of a fresh turn goes, part by part: the
+request's digest and manifest are the work replay added to every turn since that tree.""",
+        full=("--variants", "--peer-rev", "f7c9246", "--breakdown"),
+        quick=("--turns", "400", "--long", "1000", "--variants", "--breakdown"),
+        modules=("agents",)),
     Bench(
         "load", "Turns with N worker processes",
         """\
