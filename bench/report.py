@@ -183,8 +183,8 @@ costs a turn. Each ratio is against the SDK at the same level in this run. Targe
 fresh turn `>= 2.3x` the SDK's at `NORMAL` and `>= 1.5x` at `FULL`. `--peer-rev` puts
 chatkeep from an older commit in the same interleaving (how a regression is bisected);
 the full run puts there the tree the issue measured before the fresh turn regressed (the
-commit is in the command below), in a child process of its own, which by itself runs
-somewhat faster than the bench's own process (`--peer-rev HEAD` shows by how much).
+commit is in the command below), in a child process of its own, which alone can make it
+run at another speed than the bench's own process (`--peer-rev HEAD` shows how much).
 `--breakdown` then shows where the CPU time of a fresh turn goes, part by part: the
 request's digest and manifest are the work replay added to every turn since that tree.""",
         full=("--variants", "--peer-rev", "f7c9246", "--breakdown"),
