@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import itertools
 import json
 import logging
@@ -289,8 +290,6 @@ class Timed:
         self._undo: list[tuple[Any, str, Any]] = []
 
     def wrap(self, label: str, module: str, owner: str | None, name: str) -> None:
-        import importlib
-
         target: Any = importlib.import_module(module)
         if owner is not None:
             target = getattr(target, owner)

@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _peers import extract_src
+
 SIZES = (100, 10_000, 100_000)
 TARGET = 1.03
 SRC = Path(__file__).resolve().parent.parent / "src"
@@ -113,14 +115,6 @@ class Side:
         return statistics.median(self.times[size]) * 1000
 
 
-def extract(rev: str, into: Path) -> Path:
-    """This repository's ``src`` at ``rev``, written under ``into``."""
-    archive = subprocess.run(["git", "-C", str(SRC.parent), "archive", rev, "src"],
-                             capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into / "src"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--peer-rev", default="05c3a39",
@@ -136,7 +130,7 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="chatkeep-history-ab-") as tmp:
         folder = Path(tmp)
-        peer_src = extract(args.peer_rev, folder)
+        peer_src = extract_src(args.peer_rev, folder / "peer-src")
         sides = [Side("this checkout", SRC, folder / "ours"),
                  Side("this checkout, manifest off", SRC, folder / "ours-off", record=False),
                  Side(f"chatkeep at {args.peer_rev}", peer_src, folder / "peer")]
